@@ -1,0 +1,33 @@
+# Every module in the repository: the library at the root plus nested
+# modules (resource adapters with database drivers, chaos harness, peer
+# benchmarks, Prometheus collector) whose dependencies stay out of the
+# library's go.mod.
+MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: demo test lint bench redis
+
+# The first command a newcomer runs.
+demo: redis
+	go run ./cmd/fencelock demo
+
+# The test command the README gives and .ci/run calls.
+test: redis
+	@set -e; for m in $(MODULES); do \
+		echo "== go test -race $$m"; \
+		(cd $$m && go test -race -count=1 ./...); \
+	done
+
+lint:
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
+	@set -e; for m in $(MODULES); do \
+		echo "== vet + staticcheck $$m"; \
+		(cd $$m && go vet ./... && go run $(STATICCHECK) ./...); \
+	done
+
+# Benchmarks in short form, as CI runs them; drop -benchtime for real figures.
+bench: redis
+	go test -run '^$$' -bench . -benchmem -benchtime 100x .
+
+redis:
+	@./scripts/install-redis

@@ -1,0 +1,359 @@
+// Package redistest starts real redis-server processes for tests, in the
+// spirit of net/http/httptest: each Server listens on a random 127.0.0.1
+// port, is configured through its standard input, is ready once it answers
+// PING, and is stopped in t.Cleanup. Faults come from process signals
+// (Pause, Resume, Kill) and from Proxy.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configure a Server. A nil *Options starts a plain standalone
+// server that keeps nothing on disk.
+type Options struct {
+	// Config holds extra redis.conf lines, e.g. "maxmemory-policy allkeys-lru"
+	// or "cluster-enabled yes". They come after the helper's own lines, so
+	// they win.
+	Config []string
+
+	// ReplicaOf, if set, makes the server a replica of that address.
+	ReplicaOf string
+
+	// Sentinel starts redis-server in Sentinel mode. Sentinel needs a
+	// config file it can rewrite, so the config is written to Dir instead
+	// of being sent on standard input.
+	Sentinel bool
+}
+
+// Server is a redis-server process owned by one test.
+type Server struct {
+	opts   Options
+	ownDir bool
+	port   int
+	dir    string
+	log    *syncBuffer
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	// exited is closed when the current process has exited.
+	exited chan struct{}
+}
+
+// New starts a standalone redis-server with default options.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	return Start(tb, nil)
+}
+
+// Start starts a redis-server configured by opts and registers its
+// shutdown with tb.Cleanup. It fails the test if redis-server is not on
+// PATH or does not become ready within a few seconds.
+func Start(tb testing.TB, opts *Options) *Server {
+	tb.Helper()
+	s, err := launch(tb.TempDir(), opts)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(func() {
+		s.stop(syscall.SIGTERM)
+		if tb.Failed() {
+			tb.Logf("redis-server %s log:\n%s", s.Addr(), s.log.String())
+		}
+	})
+	return s
+}
+
+// Launch starts a redis-server outside any test, for TestMain and
+// Example functions that share one server. The caller must Close it.
+func Launch(opts *Options) (*Server, error) {
+	dir, err := os.MkdirTemp("", "redistest")
+	if err != nil {
+		return nil, err
+	}
+	s, err := launch(dir, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.ownDir = true
+	return s, nil
+}
+
+// Close stops a server started by Launch and removes its directory.
+func (s *Server) Close() {
+	s.stop(syscall.SIGTERM)
+	if s.ownDir {
+		os.RemoveAll(s.dir)
+	}
+}
+
+func launch(dir string, opts *Options) (*Server, error) {
+	s := &Server{dir: dir, log: &syncBuffer{}}
+	if opts != nil {
+		s.opts = *opts
+	}
+	var err error
+	for range 5 { // the port can be taken between probe and bind; try again
+		if s.port, err = FreePort(); err != nil {
+			return nil, err
+		}
+		if err = s.start(); err == nil {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("start: %w\n%s", err, s.log.String())
+}
+
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+// redis-server cannot pick its own port (port 0 disables TCP), so callers
+// must be ready to retry if another process takes it first.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Addr returns the server's address, "127.0.0.1:port".
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port returns the server's TCP port.
+func (s *Server) Port() int { return s.port }
+
+// Dir returns the server's working directory (RDB and AOF files).
+func (s *Server) Dir() string { return s.dir }
+
+// Log returns what the server has logged so far.
+func (s *Server) Log() string { return s.log.String() }
+
+// Client returns a go-redis client for the server, closed at cleanup.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// Pause stops the process with SIGSTOP: the server holds its connections
+// but answers nothing, like a stalled machine.
+func (s *Server) Pause(tb testing.TB) {
+	tb.Helper()
+	s.signal(tb, syscall.SIGSTOP)
+}
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume(tb testing.TB) {
+	tb.Helper()
+	s.signal(tb, syscall.SIGCONT)
+}
+
+// Kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill(tb testing.TB) {
+	tb.Helper()
+	s.stop(syscall.SIGKILL)
+}
+
+// Stop shuts the server down with SIGTERM and waits for it.
+func (s *Server) Stop(tb testing.TB) {
+	tb.Helper()
+	s.stop(syscall.SIGTERM)
+}
+
+// Restart stops the server and starts it again on the same port and
+// directory. With keepData the dataset is saved first (SAVE) and reloaded;
+// without it every data file is removed, as after a restart without
+// persistence.
+func (s *Server) Restart(tb testing.TB, keepData bool) {
+	tb.Helper()
+	if keepData {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		err := rdb.Save(context.Background()).Err()
+		rdb.Close()
+		if err != nil {
+			tb.Fatalf("redistest: SAVE before restart: %v", err)
+		}
+	}
+	s.stop(syscall.SIGKILL)
+	if !keepData {
+		s.removeData(tb)
+	}
+	s.Start(tb)
+}
+
+// Start starts a stopped or killed server again on the same port and
+// directory, keeping whatever data files are there.
+func (s *Server) Start(tb testing.TB) {
+	tb.Helper()
+	var err error
+	// The port was ours a moment ago; give TIME_WAIT and a slow exit a few tries.
+	for range 20 {
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatalf("redistest: restart %s: %v\n%s", s.Addr(), err, s.log.String())
+}
+
+func (s *Server) removeData(tb testing.TB) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n == "dump.rdb" || strings.HasPrefix(n, "appendonly") || n == "nodes.conf" {
+			if err := os.RemoveAll(filepath.Join(s.dir, n)); err != nil {
+				tb.Fatalf("redistest: %v", err)
+			}
+		}
+	}
+}
+
+func (s *Server) config() string {
+	lines := []string{
+		"bind 127.0.0.1",
+		"port " + strconv.Itoa(s.port),
+		"dir " + s.dir,
+		"logfile \"\"",
+	}
+	if !s.opts.Sentinel {
+		lines = append(lines,
+			`save ""`,
+			"appendonly no",
+			"enable-debug-command local",
+		)
+	}
+	if s.opts.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.opts.ReplicaOf)
+		lines = append(lines, "replicaof "+host+" "+port)
+	}
+	lines = append(lines, s.opts.Config...)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func (s *Server) start() error {
+	bin := "redis-server"
+	if _, err := exec.LookPath(bin); err != nil {
+		return fmt.Errorf("%s not on PATH (install the redis-server package; see scripts/install-redis): %w", bin, err)
+	}
+	var cmd *exec.Cmd
+	if s.opts.Sentinel {
+		// Sentinel rewrites its config file; it cannot read it from stdin.
+		path := filepath.Join(s.dir, "sentinel.conf")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(path, []byte(s.config()), 0o600); err != nil {
+				return err
+			}
+		}
+		cmd = exec.Command(bin, path, "--sentinel")
+	} else {
+		cmd = exec.Command(bin, "-")
+		cmd.Stdin = strings.NewReader(s.config())
+	}
+	cmd.Stdout = s.log
+	cmd.Stderr = s.log
+	cmd.Dir = s.dir
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server on port %d exited: %v", s.port, cmd.ProcessState)
+		case <-time.After(backoff):
+		}
+		if time.Now().After(deadline) {
+			s.stop(syscall.SIGKILL)
+			return fmt.Errorf("redis-server on port %d not ready: %w", s.port, err)
+		}
+	}
+}
+
+func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		tb.Fatalf("redistest: %s is not running", s.Addr())
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("redistest: signal %v to %s: %v", sig, s.Addr(), err)
+	}
+}
+
+// stop sends sig (after SIGCONT, so a paused server can act on it) and
+// waits for the exit, escalating to SIGKILL after five seconds.
+func (s *Server) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a
+// process's stdout and stderr.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
