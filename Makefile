@@ -7,9 +7,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: demo test lint bench redis
 
-# The first command a newcomer runs.
+# The first command a newcomer runs: the runnable examples against a
+# redis-server they start themselves.
 demo: redis
-	go run ./cmd/fencelock demo
+	go test -count=1 -run '^Example' -v .
 
 # The test command the README gives and .ci/run calls.
 test: redis

@@ -1,0 +1,27 @@
+package fencelock
+
+import "errors"
+
+var (
+	// ErrNotAcquired is returned by TryAcquire when another lease holds the
+	// lock, and by Acquire (joined with the context's cause) when its
+	// context ends before the lock is free. It is also wrapped when an
+	// acquisition is given up, as with ErrNotReplicated.
+	ErrNotAcquired = errors.New("fencelock: not acquired")
+
+	// ErrLeaseLost is the cause of a lease's Context when the lease ended
+	// without Release: the lock expired, was deleted, passed to another
+	// owner, or could not be renewed before the local deadline. Renew and
+	// Release return errors wrapping it for such a lease.
+	ErrLeaseLost = errors.New("fencelock: lease lost")
+
+	// ErrNotReplicated is returned, together with ErrNotAcquired, when
+	// Options.MinReplicas replicas did not acknowledge an acquisition
+	// within Options.ReplicaTimeout. The lock was released again.
+	ErrNotReplicated = errors.New("fencelock: not replicated")
+
+	// ErrInvalid is wrapped by every error caused by bad input: an invalid
+	// lock name, invalid Options, or a nil client. Nothing is sent to
+	// Redis then.
+	ErrInvalid = errors.New("fencelock: invalid argument")
+)

@@ -1,0 +1,222 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// A Lease is a held lock: time-limited ownership that comes with a fencing
+// token. It may end at any moment without Release (the process pauses,
+// the network partitions, Redis fails over); its Context then ends with a
+// cause wrapping ErrLeaseLost. The holder must send the lease's Fence with
+// every write to the protected resource, which alone can reject the
+// writes of a holder that lost its lease without knowing it.
+//
+// A Lease is safe for concurrent use.
+type Lease struct {
+	c     *Client
+	name  string
+	owner string // secret: knowing it allows renew and release
+	id    string
+	token int64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// The keeper renews in the background; stopKeeper ends it and kept
+	// is closed when it has returned (nil without a keeper).
+	stopKeeper context.CancelFunc
+	keeperCtx  context.Context
+	kept       chan struct{}
+
+	mu       sync.Mutex
+	deadline time.Time
+	expiry   *time.Timer // loses the lease at deadline
+
+	releaseOnce sync.Once
+	releaseErr  error
+	released    chan struct{}
+}
+
+func newLease(ctx context.Context, c *Client, name, owner string, token int64, start time.Time) *Lease {
+	l := &Lease{
+		c:        c,
+		name:     name,
+		owner:    owner,
+		id:       leaseID(owner),
+		token:    token,
+		deadline: start.Add(c.cfg.ttl - c.cfg.drift),
+		released: make(chan struct{}),
+	}
+	// The lease keeps the values of the acquiring context, not its end: an
+	// acquire timeout must not end a held lease.
+	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	l.keeperCtx, l.stopKeeper = context.WithCancel(l.ctx)
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	if c.cfg.renewEvery > 0 {
+		l.kept = make(chan struct{})
+		go l.keep()
+	}
+	return l
+}
+
+// Name returns the name of the lock.
+func (l *Lease) Name() string { return l.name }
+
+// Token returns the fencing token issued with this lease: greater than
+// every token issued before for the same lock name.
+func (l *Lease) Token() int64 { return l.token }
+
+// ID returns the lease's public ID, derived from its secret owner value.
+// It names the lease in fences and logs; it does not allow renewing or
+// releasing the lock.
+func (l *Lease) ID() string { return l.id }
+
+// Fence returns what the holder sends with every write to a protected
+// resource.
+func (l *Lease) Fence() fence.Fence {
+	return fence.Fence{Lock: l.name, Token: l.token, Lease: l.id}
+}
+
+// Context returns a context that ends when the lease does. If the lease
+// was lost, context.Cause reports an error wrapping ErrLeaseLost; after
+// Release it reports context.Canceled. It carries the values, but not the
+// cancellation, of the context given to Acquire.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Deadline returns when the lease ends unless renewed: measured on the
+// local monotonic clock from before the last successful acquire or renew
+// request was sent, minus an allowance for clock drift, so it passes
+// before Redis could grant the lock to another holder.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Renew extends the lease by the TTL now, in one round trip. It never
+// re-creates a lock that is gone. If the lock is gone or held by another
+// owner, the lease is lost and the error wraps ErrLeaseLost; other errors
+// (the network, Redis) leave the lease as it was, to be lost at its
+// Deadline unless a later renew succeeds.
+func (l *Lease) Renew(ctx context.Context) error {
+	select {
+	case <-l.released:
+		return fmt.Errorf("renew %q: %w: released", l.name, ErrLeaseLost)
+	default:
+	}
+	if l.ctx.Err() != nil {
+		return fmt.Errorf("renew %q: %w", l.name, context.Cause(l.ctx))
+	}
+	return l.renew(ctx)
+}
+
+func (l *Lease) renew(ctx context.Context) error {
+	start := time.Now()
+	held, err := l.c.renewLock(ctx, l.c.lockKey(l.name), l.owner)
+	if err != nil {
+		return fmt.Errorf("renew %q: %w", l.name, err)
+	}
+	if !held {
+		err := fmt.Errorf("renew %q: %w: lock is gone or held by another owner", l.name, ErrLeaseLost)
+		l.lose(err)
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil { // lost while the request was in flight
+		return fmt.Errorf("renew %q: %w", l.name, context.Cause(l.ctx))
+	}
+	if d := start.Add(l.c.cfg.ttl - l.c.cfg.drift); d.After(l.deadline) {
+		l.deadline = d
+		l.expiry.Reset(time.Until(d))
+	}
+	return nil
+}
+
+// keep renews the lease every RenewInterval, and sooner after a failure,
+// until the lease ends or Release stops it.
+func (l *Lease) keep() {
+	defer close(l.kept)
+	every := l.c.cfg.renewEvery
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.keeperCtx.Done():
+			return
+		case <-t.C:
+		}
+		// A renewal that cannot finish before the deadline is of no use.
+		ctx, cancel := context.WithDeadline(l.keeperCtx, l.Deadline())
+		err := l.renew(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			t.Reset(every)
+		case errors.Is(err, ErrLeaseLost):
+			return
+		default:
+			t.Reset(max(every/4, time.Millisecond))
+		}
+	}
+}
+
+// expire runs when the deadline timer fires; a renewal may have moved the
+// deadline in the meantime.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	deadline := l.deadline
+	l.mu.Unlock()
+	if time.Now().Before(deadline) {
+		return
+	}
+	l.lose(fmt.Errorf("%w: %q not renewed before its deadline", ErrLeaseLost, l.name))
+}
+
+// lose ends the lease with cause; the first cause wins.
+func (l *Lease) lose(cause error) {
+	l.cancel(cause)
+}
+
+// Release ends the lease: it stops the renewal, waits for it to exit, and
+// deletes the lock if this lease still holds it (compare-and-delete, one
+// round trip), waking the lock's waiters. If the lease had been lost, or
+// the lock is gone or held by another owner, the error wraps
+// ErrLeaseLost and the other holder's lock is untouched. Release is
+// idempotent: later calls return the first call's result.
+func (l *Lease) Release(ctx context.Context) error {
+	l.releaseOnce.Do(func() {
+		l.releaseErr = l.release(ctx)
+		close(l.released)
+	})
+	return l.releaseErr
+}
+
+func (l *Lease) release(ctx context.Context) error {
+	l.stopKeeper()
+	if l.kept != nil {
+		<-l.kept
+	}
+	l.expiry.Stop()
+	var lost error
+	if l.ctx.Err() != nil {
+		lost = context.Cause(l.ctx)
+	}
+	deleted, err := l.c.releaseLock(ctx, l.c.lockKey(l.name), l.owner, l.c.channel(l.name))
+	l.cancel(nil) // context.Canceled, unless lost first
+	switch {
+	case lost != nil:
+		return fmt.Errorf("release %q: %w", l.name, lost)
+	case err != nil:
+		return fmt.Errorf("release %q: %w", l.name, err)
+	case !deleted:
+		return fmt.Errorf("release %q: %w: lock is gone or held by another owner", l.name, ErrLeaseLost)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package fencelock
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits on Options and lock names. They exist to turn mistakes (a TTL in
+// the wrong unit, a name built from unbounded input) into clear errors.
+const (
+	// MinTTL and MaxTTL bound Options.TTL.
+	MinTTL = 10 * time.Millisecond
+	MaxTTL = 24 * time.Hour
+
+	// MaxNameLen is the longest lock name, in bytes.
+	MaxNameLen = 512
+)
+
+// Options configure a Client. A nil *Options is valid and selects every
+// default.
+type Options struct {
+	// TTL is how long a lease stays valid in Redis without renewal.
+	// It must lie between MinTTL and MaxTTL.
+	// Default: 10s.
+	TTL time.Duration
+
+	// RenewInterval is how often a held lease is renewed in the
+	// background. A negative value disables the background renewal: the
+	// holder then calls Lease.Renew itself, and the lease is lost when its
+	// Deadline passes. It must be shorter than the TTL.
+	// Default: TTL/3.
+	RenewInterval time.Duration
+
+	// RetryInterval bounds how long Acquire waits between attempts when no
+	// release wakes it: a lock that expires, rather than being released,
+	// publishes nothing. Waiters also retry when the holder's TTL runs
+	// out, whichever is sooner. Jitter is added.
+	// Default: 500ms.
+	RetryInterval time.Duration
+
+	// Prefix is prepended to every Redis key and channel.
+	// Default: "fencelock:".
+	Prefix string
+
+	// MinReplicas, if positive, makes each acquisition wait (WAIT) until
+	// that many replicas acknowledged it. If fewer do within
+	// ReplicaTimeout, the lock is released and the acquisition fails with
+	// ErrNotReplicated. This narrows, but does not close, the window in
+	// which a failover loses the lock: replication stays asynchronous.
+	// Default: 0 (no WAIT).
+	MinReplicas int
+
+	// ReplicaTimeout is how long an acquisition waits for MinReplicas.
+	// It must be shorter than the TTL.
+	// Default: 1s, or TTL/4 if that is shorter.
+	ReplicaTimeout time.Duration
+
+	// TokenRetention is how long the per-lock token counter is kept after
+	// the last acquisition. Tokens stay increasing when it expires, thanks
+	// to the clock floor (the token is never below the server's time in
+	// microseconds), so retention only bounds memory. A negative value
+	// keeps counters forever. It must be at least the TTL.
+	// Default: 24h.
+	TokenRetention time.Duration
+}
+
+// config is Options with defaults applied and derived values computed.
+type config struct {
+	ttl, renewEvery, retry, replicaTimeout, retention, drift time.Duration
+	prefix                                                   string
+	minReplicas                                              int
+}
+
+func (o *Options) config() (config, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	c := config{
+		ttl:            opts.TTL,
+		renewEvery:     opts.RenewInterval,
+		retry:          opts.RetryInterval,
+		replicaTimeout: opts.ReplicaTimeout,
+		retention:      opts.TokenRetention,
+		prefix:         opts.Prefix,
+		minReplicas:    opts.MinReplicas,
+	}
+	if c.ttl == 0 {
+		c.ttl = 10 * time.Second
+	}
+	if c.ttl < MinTTL || c.ttl > MaxTTL {
+		return c, fmt.Errorf("%w: TTL %v outside [%v, %v]", ErrInvalid, c.ttl, MinTTL, MaxTTL)
+	}
+	// Redis and the client clocks may run at slightly different rates;
+	// the local deadline ends this much before the server's expiry.
+	c.drift = c.ttl/100 + 2*time.Millisecond
+	if c.renewEvery == 0 {
+		c.renewEvery = c.ttl / 3
+	}
+	if c.renewEvery >= c.ttl-c.drift {
+		return c, fmt.Errorf("%w: RenewInterval %v not shorter than TTL %v", ErrInvalid, c.renewEvery, c.ttl)
+	}
+	if c.retry == 0 {
+		c.retry = 500 * time.Millisecond
+	}
+	if c.retry < 0 {
+		return c, fmt.Errorf("%w: negative RetryInterval %v", ErrInvalid, c.retry)
+	}
+	if c.prefix == "" {
+		c.prefix = "fencelock:"
+	}
+	if c.minReplicas < 0 {
+		return c, fmt.Errorf("%w: negative MinReplicas %d", ErrInvalid, c.minReplicas)
+	}
+	if c.replicaTimeout == 0 {
+		c.replicaTimeout = min(time.Second, c.ttl/4)
+	}
+	if c.replicaTimeout < time.Millisecond || c.replicaTimeout >= c.ttl {
+		return c, fmt.Errorf("%w: ReplicaTimeout %v not in [1ms, TTL %v)", ErrInvalid, c.replicaTimeout, c.ttl)
+	}
+	switch {
+	case c.retention == 0:
+		c.retention = 24 * time.Hour
+	case c.retention < 0:
+		c.retention = 0 // the script's "keep forever"
+	case c.retention < c.ttl:
+		return c, fmt.Errorf("%w: TokenRetention %v shorter than TTL %v", ErrInvalid, c.retention, c.ttl)
+	}
+	return c, nil
+}
+
+// checkName reports whether name can be a lock name: 1 to MaxNameLen
+// bytes of printable ASCII, without braces. Braces would break the hash
+// tag that keeps the lock and its token in one Cluster slot, and the
+// fence text form carries the name as an RFC 8941 string, which is
+// printable ASCII only.
+func checkName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: lock name length %d not in [1, %d]", ErrInvalid, len(name), MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e || c == '{' || c == '}' {
+			return fmt.Errorf("%w: lock name %q: byte %#x at %d is not printable ASCII other than braces", ErrInvalid, name, c, i)
+		}
+	}
+	return nil
+}
