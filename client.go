@@ -15,12 +15,24 @@ import (
 // concurrent use. A Client holds no connection or goroutine of its own
 // while nobody waits in Acquire.
 type Client struct {
-	rdb redis.UniversalClient
+	be  backend
 	cfg config
 	err error // from New: reported by every call
 
-	hub    wakeHub
-	native nativeCache
+	hub wakeHub
+}
+
+// A backend keeps the locks: one Redis deployment (node) or a quorum of
+// independent masters. Each method is one round of requests.
+type backend interface {
+	// acquire takes the lock for owner and returns its token (> 0), or 0
+	// and how long the current holder's lock has left.
+	acquire(ctx context.Context, name, owner string) (token int64, held time.Duration, err error)
+	// renew extends the lock if owner holds it and reports whether it did.
+	renew(ctx context.Context, name, owner string) (bool, error)
+	// release deletes the lock if owner holds it, wakes the waiters, and
+	// reports whether it deleted.
+	release(ctx context.Context, name, owner string) (bool, error)
 }
 
 // New returns a Client that keeps its locks in rdb: a *redis.Client, a
@@ -32,14 +44,10 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 	if rdb == nil {
 		err = errors.Join(err, fmt.Errorf("%w: nil Redis client", ErrInvalid))
 	}
-	return &Client{rdb: rdb, cfg: cfg, err: err, hub: wakeHub{rdb: rdb}}
+	c := &Client{cfg: cfg, err: err, hub: wakeHub{rdb: rdb}}
+	c.be = &node{rdb: rdb, cfg: &c.cfg}
+	return c
 }
-
-// Keys: the lock and its token counter share a hash tag, so one script can
-// touch both on Cluster.
-func (c *Client) lockKey(name string) string  { return c.cfg.prefix + "{" + name + "}" }
-func (c *Client) tokenKey(name string) string { return c.cfg.prefix + "{" + name + "}:token" }
-func (c *Client) channel(name string) string  { return c.cfg.prefix + "{" + name + "}:released" }
 
 // TryAcquire makes one attempt to acquire the lock named name. If another
 // lease holds it, the error wraps ErrNotAcquired. The returned lease is
@@ -68,7 +76,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	if !retryable(ctx, err) {
 		return l, err
 	}
-	channel := c.channel(name)
+	channel := c.cfg.channel(name)
 	wc := c.hub.join(ctx, channel, c.cfg.retry)
 	defer c.hub.leave(channel)
 	timer := time.NewTimer(0)
@@ -118,84 +126,18 @@ func (c *Client) check(name string) error {
 func (c *Client) try(ctx context.Context, name string) (*Lease, time.Duration, error) {
 	owner := newOwner()
 	start := time.Now() // the validity is measured from before the request
-	keys := []string{c.lockKey(name), c.tokenKey(name)}
-	args := []any{owner, c.cfg.ttl.Milliseconds(), c.cfg.retention.Milliseconds()}
-	var (
-		reply any
-		acks  int64
-		err   error
-	)
-	if c.cfg.minReplicas > 0 {
-		reply, acks, err = c.acquireWait(ctx, keys, args)
-	} else {
-		reply, err = acquireScript.Run(ctx, c.rdb, keys, args...).Result()
-	}
+	token, held, err := c.be.acquire(ctx, name, owner)
 	if err != nil {
 		return nil, c.cfg.retry, fmt.Errorf("acquire %q: %w", name, err)
 	}
-	acquired, n, err := parseAcquire(reply)
-	if err != nil {
-		return nil, c.cfg.retry, fmt.Errorf("acquire %q: %w", name, err)
-	}
-	if !acquired {
+	if token == 0 {
 		wait := c.cfg.retry
-		if held := time.Duration(n) * time.Millisecond; held > 0 && held < wait {
+		if held > 0 && held < wait {
 			wait = held
 		}
 		return nil, wait, fmt.Errorf("acquire %q: %w: held by another lease", name, ErrNotAcquired)
 	}
-	l := newLease(ctx, c, name, owner, n, start)
-	if c.cfg.minReplicas > 0 && acks < int64(c.cfg.minReplicas) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.replicaTimeout)
-		defer cancel()
-		l.Release(rctx) // best effort: the token must not be used
-		return nil, c.cfg.retry, fmt.Errorf("acquire %q: %w: %w: %d of %d replicas acknowledged within %v",
-			name, ErrNotAcquired, ErrNotReplicated, acks, c.cfg.minReplicas, c.cfg.replicaTimeout)
-	}
-	return l, 0, nil
-}
-
-// acquireWait runs the acquire script and WAIT in one pipeline: WAIT must
-// follow the write on the same connection to count its replication.
-func (c *Client) acquireWait(ctx context.Context, keys []string, args []any) (any, int64, error) {
-	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (any, int64, error) {
-		var script *redis.Cmd
-		var wait *redis.IntCmd
-		c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			script = eval(p)
-			wait = redis.NewIntCmd(ctx, "WAIT", c.cfg.minReplicas, c.cfg.replicaTimeout.Milliseconds())
-			p.Process(ctx, wait)
-			return nil
-		})
-		reply, err := script.Result()
-		if err != nil {
-			return nil, 0, err
-		}
-		acks, err := wait.Result()
-		return reply, acks, err
-	}
-	reply, acks, err := run(func(p redis.Pipeliner) *redis.Cmd {
-		return p.EvalSha(ctx, acquireScript.Hash(), keys, args...)
-	})
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		reply, acks, err = run(func(p redis.Pipeliner) *redis.Cmd {
-			return p.Eval(ctx, acquireLua, keys, args...)
-		})
-	}
-	return reply, acks, err
-}
-
-// parseAcquire checks the acquire script's reply: {1, token} or {0, pttl}.
-func parseAcquire(reply any) (acquired bool, n int64, err error) {
-	r, ok := reply.([]any)
-	if ok && len(r) == 2 {
-		code, ok1 := r[0].(int64)
-		n, ok2 := r[1].(int64)
-		if ok1 && ok2 && (code == 0 || code == 1 && n > 0) {
-			return code == 1, n, nil
-		}
-	}
-	return false, 0, fmt.Errorf("fencelock: malformed acquire reply %v", reply)
+	return newLease(ctx, c, name, owner, token, start), 0, nil
 }
 
 // jitter spreads waiters' retries: a wait for the holder's TTL ends a

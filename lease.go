@@ -118,7 +118,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 
 func (l *Lease) renew(ctx context.Context) error {
 	start := time.Now()
-	held, err := l.c.renewLock(ctx, l.c.lockKey(l.name), l.owner)
+	held, err := l.c.be.renew(ctx, l.name, l.owner)
 	if err != nil {
 		return fmt.Errorf("renew %q: %w", l.name, err)
 	}
@@ -208,7 +208,7 @@ func (l *Lease) release(ctx context.Context) error {
 	if l.ctx.Err() != nil {
 		lost = context.Cause(l.ctx)
 	}
-	deleted, err := l.c.releaseLock(ctx, l.c.lockKey(l.name), l.owner, l.c.channel(l.name))
+	deleted, err := l.c.be.release(ctx, l.name, l.owner)
 	l.cancel(nil) // context.Canceled, unless lost first
 	switch {
 	case lost != nil:

@@ -71,6 +71,12 @@ type config struct {
 	minReplicas                                              int
 }
 
+// Keys: the lock and its token counter share a hash tag, so one script can
+// touch both on Cluster.
+func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "}" }
+func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
+func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
+
 func (o *Options) config() (config, error) {
 	var opts Options
 	if o != nil {
