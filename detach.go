@@ -1,0 +1,61 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxSecretLen bounds the owner secret that Attach accepts, in bytes.
+const MaxSecretLen = 256
+
+// Secret returns the lease's owner value. It is a secret: whoever knows it
+// can renew and release the lock (see Client.Attach), so never log it,
+// print it where others can read it, or pass it on a command line. Use ID
+// to name the lease instead.
+func (l *Lease) Secret() string { return l.owner }
+
+// LeaseID returns the public lease ID that belongs to an owner secret, the
+// same as Lease.ID of the lease that holds it. It lets a tool that reads
+// a lock's value from Redis name its holder without revealing the secret.
+func LeaseID(secret string) string { return leaseID(secret) }
+
+// Attach rebuilds a handle for a lease acquired elsewhere, for example by
+// another process of the same shell script, from the lock name, the
+// lease's Secret and its Token. It sends nothing to Redis: whether the
+// lease still holds the lock is learnt by Renew or Release, which work as
+// for an acquired lease (owner-checked, wrapping ErrLeaseLost when the lock
+// is gone or held by another owner).
+//
+// The returned lease is never renewed in the background, whatever
+// Options.RenewInterval says. Its Deadline and Context assume that the
+// lock was acquired or renewed just now; the lock may in fact expire
+// sooner, so call Renew first when the remaining time matters.
+//
+// Invalid input (a bad name, an empty or oversized secret, a token ≤ 0)
+// returns an error wrapping ErrInvalid.
+func (c *Client) Attach(name, secret string, token int64) (*Lease, error) {
+	if err := c.check(name); err != nil {
+		return nil, err
+	}
+	if secret == "" || len(secret) > MaxSecretLen {
+		return nil, fmt.Errorf("%w: secret length %d not in [1, %d]", ErrInvalid, len(secret), MaxSecretLen)
+	}
+	if token <= 0 {
+		return nil, fmt.Errorf("%w: token %d not positive", ErrInvalid, token)
+	}
+	// As newLease, without the keeper.
+	l := &Lease{
+		c:        c,
+		name:     name,
+		owner:    secret,
+		id:       leaseID(secret),
+		token:    token,
+		deadline: time.Now().Add(c.cfg.ttl - c.cfg.drift),
+		released: make(chan struct{}),
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.keeperCtx, l.stopKeeper = context.WithCancel(l.ctx)
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	return l, nil
+}
