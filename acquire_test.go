@@ -1,0 +1,243 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestClient_TryAcquire_race(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	const clients = 8
+	for round := range 20 {
+		var (
+			wg  sync.WaitGroup
+			mu  sync.Mutex
+			won []*fencelock.Lease
+		)
+		for range clients {
+			wg.Go(func() {
+				l, err := fencelock.New(rdb, nil).TryAcquire(ctx, "contended")
+				if err == nil {
+					mu.Lock()
+					won = append(won, l)
+					mu.Unlock()
+				} else if !errors.Is(err, fencelock.ErrNotAcquired) {
+					t.Errorf("TryAcquire error = %v, want nil or ErrNotAcquired", err)
+				}
+			})
+		}
+		wg.Wait()
+		if len(won) != 1 {
+			t.Fatalf("round %d: %d of %d racing clients acquired, want exactly 1", round, len(won), clients)
+		}
+		if err := won[0].Release(ctx); err != nil {
+			t.Fatalf("Release error = %v", err)
+		}
+	}
+}
+
+// A waiter is woken by the release's publish: with the fallback retry a
+// minute away and the holder's TTL ten seconds, nothing else could wake
+// it within the test's bound.
+func TestClient_Acquire_wokenByRelease(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{RetryInterval: time.Minute})
+	holder, err := c.TryAcquire(ctx, "handoff")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+
+	type result struct {
+		l   *fencelock.Lease
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	go func() {
+		l, err := c.Acquire(waitCtx, "handoff")
+		got <- result{l, err, time.Now()}
+	}()
+	// Release once the waiter is subscribed.
+	for rdb.PubSubNumSub(ctx, "fencelock:{handoff}:released").Val()["fencelock:{handoff}:released"] == 0 {
+	}
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("Release error = %v", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Acquire by waiter error = %v, want woken by the release", r.err)
+	}
+	t.Logf("handoff took %v", r.at.Sub(released))
+	if r.l.Token() <= holder.Token() {
+		t.Errorf("waiter's token = %d, want > %d", r.l.Token(), holder.Token())
+	}
+	r.l.Release(ctx)
+}
+
+// A lock that expires publishes nothing; the waiter retries when the
+// holder's TTL runs out rather than at the (here, distant) fallback.
+func TestClient_Acquire_afterExpiry(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	short := fencelock.New(rdb, &fencelock.Options{TTL: 200 * time.Millisecond, RenewInterval: -1})
+	holder, err := short.TryAcquire(ctx, "expiring")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	defer holder.Release(ctx)
+	c := fencelock.New(rdb, &fencelock.Options{RetryInterval: time.Minute})
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := c.Acquire(waitCtx, "expiring")
+	if err != nil {
+		t.Fatalf("Acquire error = %v, want the lock once the holder's TTL ran out", err)
+	}
+	l.Release(ctx)
+}
+
+func TestClient_Acquire_contextDone(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, nil)
+	holder, err := c.TryAcquire(ctx, "busy")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	defer holder.Release(ctx)
+
+	waitCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = c.Acquire(waitCtx, "busy")
+	if !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire error = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+
+	_, err = c.TryAcquire(ctx, "busy")
+	if !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Errorf("TryAcquire of a held lock error = %v, want ErrNotAcquired", err)
+	}
+}
+
+func TestClient_Do(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, nil)
+	boom := errors.New("boom")
+	var seen fence.Fence
+	err := c.Do(ctx, "do", func(ctx context.Context, f fence.Fence) error {
+		seen = f
+		if ctx.Err() != nil {
+			t.Errorf("lease context done inside Do: %v", context.Cause(ctx))
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("Do error = %v, want f's error", err)
+	}
+	if seen.Lock != "do" || seen.Token <= 0 || seen.Lease == "" {
+		t.Errorf("Do passed fence %+v, want lock %q with a token and lease", seen, "do")
+	}
+	if n := rdb.Exists(ctx, "fencelock:{do}").Val(); n != 0 {
+		t.Errorf("lock still held after Do returned")
+	}
+
+	err = c.Do(ctx, "do", func(ctx context.Context, f fence.Fence) error {
+		rdb.Del(ctx, "fencelock:{do}")
+		return nil
+	})
+	if !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Do after the lock was deleted: error = %v, want ErrLeaseLost", err)
+	}
+}
+
+func TestClient_badInput(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	rec := &recorder{}
+	rdb.AddHook(rec)
+	ctx := t.Context()
+
+	for _, name := range []string{"", string(make([]byte, fencelock.MaxNameLen+1)), "a{b", "a}b", "tab\there", "new\nline", "naïve", "\x7f"} {
+		if _, err := fencelock.New(rdb, nil).TryAcquire(ctx, name); !errors.Is(err, fencelock.ErrInvalid) {
+			t.Errorf("TryAcquire(%q) error = %v, want ErrInvalid", name, err)
+		}
+		if _, err := fencelock.New(rdb, nil).Acquire(ctx, name); !errors.Is(err, fencelock.ErrInvalid) {
+			t.Errorf("Acquire(%q) error = %v, want ErrInvalid", name, err)
+		}
+	}
+	for _, opts := range []fencelock.Options{
+		{TTL: -time.Second},
+		{TTL: time.Millisecond},
+		{TTL: 25 * time.Hour},
+		{TTL: time.Second, RenewInterval: time.Second},
+		{RetryInterval: -1},
+		{MinReplicas: -1},
+		{TTL: time.Second, ReplicaTimeout: 2 * time.Second},
+		{TTL: time.Hour, TokenRetention: time.Minute},
+	} {
+		if _, err := fencelock.New(rdb, &opts).TryAcquire(ctx, "ok"); !errors.Is(err, fencelock.ErrInvalid) {
+			t.Errorf("TryAcquire with Options %+v error = %v, want ErrInvalid", opts, err)
+		}
+	}
+	if _, err := fencelock.New(nil, nil).TryAcquire(ctx, "ok"); !errors.Is(err, fencelock.ErrInvalid) {
+		t.Errorf("TryAcquire with a nil client error = %v, want ErrInvalid", err)
+	}
+	if n, names := rec.reset(); n != 0 {
+		t.Errorf("bad input sent %d commands %v, want none", n, names)
+	}
+	if n := rdb.DBSize(ctx).Val(); n != 0 {
+		t.Errorf("bad input wrote %d keys, want none", n)
+	}
+}
+
+func TestClient_wrongTypeKeys(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, nil)
+
+	// A list where the lock should be: a clear error, nothing written.
+	rdb.RPush(ctx, "fencelock:{list}", "x")
+	_, err := c.TryAcquire(ctx, "list")
+	if err == nil || errors.Is(err, fencelock.ErrNotAcquired) || !redis.HasErrorPrefix(errors.Unwrap(err), "WRONGTYPE") {
+		t.Errorf("TryAcquire over a list error = %v, want a WRONGTYPE error, not ErrNotAcquired", err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{list}:token").Val(); n != 0 {
+		t.Errorf("token key written despite the error")
+	}
+	if got := rdb.LRange(ctx, "fencelock:{list}", 0, -1).Val(); len(got) != 1 || got[0] != "x" {
+		t.Errorf("list changed to %v", got)
+	}
+
+	// A token key that is not an integer: error, and no lock taken.
+	for name, setup := range map[string]func(key string){
+		"tokenlist": func(key string) { rdb.RPush(ctx, key, "1") },
+		"tokentext": func(key string) { rdb.Set(ctx, key, "twelve", 0) },
+	} {
+		setup("fencelock:{" + name + "}:token")
+		if _, err := c.TryAcquire(ctx, name); err == nil || errors.Is(err, fencelock.ErrNotAcquired) {
+			t.Errorf("TryAcquire(%q) with a bad token key error = %v, want a clear error", name, err)
+		}
+		if n := rdb.Exists(ctx, "fencelock:{"+name+"}").Val(); n != 0 {
+			t.Errorf("TryAcquire(%q) took the lock despite the error", name)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// SCRIPT FLUSH (as after a restart or failover) empties the script cache;
+// every call must recover from NOSCRIPT by itself.
+func TestClient_NOSCRIPT(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1})
+
+	rdb.ScriptFlush(ctx)
+	l, err := c.TryAcquire(ctx, "flushed")
+	if err != nil {
+		t.Fatalf("TryAcquire after SCRIPT FLUSH error = %v", err)
+	}
+	rdb.ScriptFlush(ctx)
+	if err := l.Renew(ctx); err != nil {
+		t.Errorf("Renew after SCRIPT FLUSH error = %v", err)
+	}
+	rdb.ScriptFlush(ctx)
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release after SCRIPT FLUSH error = %v", err)
+	}
+}
+
+// Writing to a replica (a demoted master) is a Redis error, wrapped and
+// reported, never mistaken for "held by someone else".
+func TestClient_READONLY(t *testing.T) {
+	t.Parallel()
+	m := redistest.New(t)
+	r := redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
+	c := fencelock.New(r.Client(t), nil)
+	_, err := c.TryAcquire(t.Context(), "ro")
+	if err == nil || errors.Is(err, fencelock.ErrNotAcquired) || !redis.HasErrorPrefix(errors.Unwrap(err), "READONLY") {
+		t.Errorf("TryAcquire on a replica error = %v, want a wrapped READONLY error", err)
+	}
+
+	// Acquire keeps trying (a failover may cure READONLY) until its context ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err = fencelock.New(r.Client(t), &fencelock.Options{RetryInterval: 20 * time.Millisecond}).Acquire(ctx, "ro")
+	if !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire on a replica error = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+}
+
+func TestClient_timeout(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	c := fencelock.New(rdb, nil)
+	s.Pause(t)
+	defer s.Resume(t)
+	_, err := c.TryAcquire(t.Context(), "stalled")
+	var nerr interface{ Timeout() bool }
+	if err == nil || errors.Is(err, fencelock.ErrNotAcquired) || !errors.As(err, &nerr) || !nerr.Timeout() {
+		t.Errorf("TryAcquire on a stalled server error = %v, want a wrapped timeout", err)
+	}
+}
+
+// With MinReplicas, an acquisition the replica acknowledged succeeds; one
+// it could not acknowledge fails closed and leaves no lock behind.
+func TestClient_MinReplicas(t *testing.T) {
+	t.Parallel()
+	m := redistest.New(t)
+	r := redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
+	rdb := m.Client(t)
+	ctx := t.Context()
+	for !replicaOnline(ctx, rdb) {
+	}
+	c := fencelock.New(rdb, &fencelock.Options{MinReplicas: 1, ReplicaTimeout: 200 * time.Millisecond})
+
+	l, err := c.TryAcquire(ctx, "replicated")
+	if err != nil {
+		t.Fatalf("TryAcquire with a live replica error = %v", err)
+	}
+	if got := r.Client(t).Get(ctx, "fencelock:{replicated}").Val(); got == "" {
+		t.Errorf("replica lacks the lock after an acknowledged acquisition")
+	}
+	l.Release(ctx)
+
+	r.Pause(t)
+	defer r.Resume(t)
+	_, err = c.TryAcquire(ctx, "unreplicated")
+	if !errors.Is(err, fencelock.ErrNotReplicated) || !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire with a paused replica error = %v, want ErrNotReplicated and ErrNotAcquired", err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{unreplicated}").Val(); n != 0 {
+		t.Errorf("lock left behind by an unreplicated acquisition")
+	}
+}
+
+func replicaOnline(ctx context.Context, rdb *redis.Client) bool {
+	info := rdb.Info(ctx, "replication").Val()
+	return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+}

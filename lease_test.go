@@ -1,0 +1,245 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// waitDone waits for ctx to end, failing the test after limit.
+func waitDone(t *testing.T, ctx context.Context, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(limit):
+		t.Fatalf("lease context not done after %v", limit)
+	}
+}
+
+func TestLease_roundTrips(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	rec := &recorder{}
+	rdb.AddHook(rec)
+	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1})
+	ctx := t.Context()
+
+	// Warm up: load the scripts and detect native commands.
+	w, err := c.TryAcquire(ctx, "warm-up")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	if err := errors.Join(w.Renew(ctx), w.Release(ctx)); err != nil {
+		t.Fatalf("warm-up Renew/Release error = %v", err)
+	}
+	rec.reset()
+
+	l, err := c.TryAcquire(ctx, "rt")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	if n, names := rec.reset(); n != 1 {
+		t.Errorf("TryAcquire: %d round trips %v, want 1", n, names)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("Renew error = %v", err)
+	}
+	if n, names := rec.reset(); n != 1 {
+		t.Errorf("Renew: %d round trips %v, want 1", n, names)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release error = %v", err)
+	}
+	if n, names := rec.reset(); n != 1 {
+		t.Errorf("Release: %d round trips %v, want 1", n, names)
+	}
+}
+
+func TestLease_Release(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	c := fencelock.New(rdb, nil)
+	ctx := t.Context()
+
+	l, err := c.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	if l.ID() == "" || strings.Contains(rdb.Get(ctx, "fencelock:{job}").Val(), l.ID()) {
+		t.Errorf("ID() = %q: want a non-empty ID unrelated to the owner value", l.ID())
+	}
+	if got := l.Fence(); got.Lock != "job" || got.Token != l.Token() || got.Lease != l.ID() {
+		t.Errorf("Fence() = %+v, want {job %d %s}", got, l.Token(), l.ID())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release error = %v, want nil", err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{job}").Val(); n != 0 {
+		t.Errorf("lock key exists after Release")
+	}
+	if cause := context.Cause(l.Context()); cause != context.Canceled {
+		t.Errorf("Cause(Context()) after Release = %v, want context.Canceled", cause)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("second Release error = %v, want the first result (nil)", err)
+	}
+	if err := l.Renew(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Renew after Release error = %v, want ErrLeaseLost", err)
+	}
+}
+
+// An expired holder's Renew and Release must not touch the next holder's
+// lock, and Renew must never re-create a lock that is gone.
+func TestLease_afterExpiry(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	short := fencelock.New(rdb, &fencelock.Options{TTL: 50 * time.Millisecond, RenewInterval: -1})
+	c := fencelock.New(rdb, nil)
+	const key = "fencelock:{shared}"
+
+	old, err := short.TryAcquire(ctx, "shared")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	waitDone(t, old.Context(), 5*time.Second) // its deadline passed
+	for rdb.Exists(ctx, key).Val() == 1 {     // and the server expired the key
+	}
+	next, err := c.TryAcquire(ctx, "shared")
+	if err != nil {
+		t.Fatalf("TryAcquire by the next holder error = %v", err)
+	}
+	defer next.Release(ctx)
+	owner := rdb.Get(ctx, key).Val()
+	pttl := rdb.PTTL(ctx, key).Val()
+
+	if err := old.Renew(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("expired Renew error = %v, want ErrLeaseLost", err)
+	}
+	if err := old.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("expired Release error = %v, want ErrLeaseLost", err)
+	}
+	if got := rdb.Get(ctx, key).Val(); got != owner {
+		t.Errorf("next holder's lock value changed by expired holder")
+	}
+	if got := rdb.PTTL(ctx, key).Val(); got > pttl {
+		t.Errorf("next holder's PTTL = %v after expired Renew, want <= %v (not extended)", got, pttl)
+	}
+	if next.Context().Err() != nil {
+		t.Errorf("next holder's lease ended: %v", context.Cause(next.Context()))
+	}
+}
+
+func TestLease_Renew_neverRecreates(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1})
+	l, err := c.TryAcquire(ctx, "gone")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	rdb.Del(ctx, "fencelock:{gone}")
+	if err := l.Renew(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Renew of a deleted lock error = %v, want ErrLeaseLost", err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{gone}").Val(); n != 0 {
+		t.Errorf("Renew re-created the deleted lock")
+	}
+	if !errors.Is(context.Cause(l.Context()), fencelock.ErrLeaseLost) {
+		t.Errorf("Cause(Context()) = %v, want ErrLeaseLost", context.Cause(l.Context()))
+	}
+	if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Release of a lost lease error = %v, want ErrLeaseLost", err)
+	}
+}
+
+// The keeper renews the lease past its TTL, and notices a deleted lock at
+// its next renewal, long before the local deadline.
+func TestLease_keeper(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	renewed := make(chan struct{}, 100)
+	rdb.AddHook(&recorder{notify: func(name string) {
+		if name == "evalsha" || name == "set" {
+			select {
+			case renewed <- struct{}{}:
+			default:
+			}
+		}
+	}})
+	ctx := t.Context()
+	const ttl = 300 * time.Millisecond
+	c := fencelock.New(rdb, &fencelock.Options{TTL: ttl, RenewInterval: 50 * time.Millisecond})
+	start := time.Now()
+	l, err := c.TryAcquire(ctx, "kept")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	defer l.Release(ctx)
+	<-renewed // the acquire itself
+	for time.Since(start) < 2*ttl {
+		<-renewed
+	}
+	if l.Context().Err() != nil {
+		t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))
+	}
+	if pttl := rdb.PTTL(ctx, "fencelock:{kept}").Val(); pttl <= 0 {
+		t.Fatalf("PTTL after %v = %v, want > 0 (renewed)", time.Since(start), pttl)
+	}
+
+	c2 := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: 20 * time.Millisecond})
+	l2, err := c2.TryAcquire(ctx, "deleted")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	rdb.Del(ctx, "fencelock:{deleted}")
+	waitDone(t, l2.Context(), 10*time.Second) // the deadline is a minute away
+	if cause := context.Cause(l2.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) || !strings.Contains(cause.Error(), "gone") {
+		t.Errorf("Cause = %v, want ErrLeaseLost found by a renewal", cause)
+	}
+	l2.Release(ctx)
+}
+
+// A server that stops answering cannot renew: the lease is lost at its
+// local deadline, which comes before the server could expire the lock and
+// grant it to another holder.
+func TestLease_serverPaused(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := t.Context()
+	const ttl = time.Second
+	c := fencelock.New(rdb, &fencelock.Options{TTL: ttl})
+
+	before := time.Now()
+	l, err := c.TryAcquire(ctx, "paused")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	after := time.Now()
+	if d := l.Deadline(); d.Before(before.Add(ttl/2)) || !d.Before(after.Add(ttl)) {
+		t.Errorf("Deadline() = acquire + %v, want within (TTL/2, TTL) of the request", d.Sub(before))
+	}
+	s.Pause(t)
+	waitDone(t, l.Context(), 10*time.Second)
+	lostAt := time.Now()
+	s.Resume(t)
+	if cause := context.Cause(l.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Fatalf("Cause = %v, want ErrLeaseLost", cause)
+	}
+	// The server set the lock after `before`, so it expires after before+TTL.
+	if !lostAt.Before(before.Add(ttl)) {
+		t.Errorf("lease lost at acquire + %v, want before the server's expiry (acquire + %v)", lostAt.Sub(before), ttl)
+	}
+	if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Release error = %v, want ErrLeaseLost", err)
+	}
+}

@@ -1,0 +1,110 @@
+package fencelock_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/redistest"
+)
+
+// acquireToken acquires and releases name, returning the token issued.
+func acquireToken(t *testing.T, c *fencelock.Client, name string) int64 {
+	t.Helper()
+	l, err := c.TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) error = %v, want nil", name, err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) error = %v, want nil", name, err)
+	}
+	return l.Token()
+}
+
+func TestToken_increases(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	c := fencelock.New(rdb, nil)
+	ctx := t.Context()
+	const name = "orders"
+	tokenKey := "fencelock:{" + name + "}:token"
+
+	last := int64(0)
+	next := func(step string) {
+		t.Helper()
+		tok := acquireToken(t, c, name)
+		if tok <= last {
+			t.Fatalf("%s: token = %d, want > %d", step, tok, last)
+		}
+		last = tok
+	}
+	for range 5 {
+		next("acquire/release cycle")
+	}
+	if last < 1<<40 {
+		t.Errorf("token = %d, want a microsecond clock floor above 2^40", last)
+	}
+
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	next("after FLUSHALL")
+
+	s.Restart(t, false)
+	next("after a restart without persistence")
+
+	if err := rdb.Del(ctx, tokenKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	next("after the counter key was deleted")
+
+	// Expire the counter for real and wait until the server has dropped it.
+	if err := rdb.PExpire(ctx, tokenKey, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for rdb.Exists(ctx, tokenKey).Val() == 1 {
+	}
+	next("after the counter key expired")
+
+	// Tokens for another name are independent, and tokens of a name are
+	// ahead of its counter's last value by exactly one when the counter is
+	// ahead of the clock: exact integer arithmetic far above 2^40.
+	const ahead = int64(1)<<52 + 12345
+	if err := rdb.Set(ctx, tokenKey, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := acquireToken(t, c, name); got != ahead+1 {
+		t.Errorf("token after counter %d = %d, want %d", ahead, got, ahead+1)
+	}
+	stored, err := rdb.Get(ctx, tokenKey).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.FormatInt(ahead+1, 10); stored != want {
+		t.Errorf("stored counter = %q, want %q (exact decimal, no float formatting)", stored, want)
+	}
+}
+
+func TestToken_retention(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	for _, tc := range []struct {
+		retention    time.Duration
+		minMS, maxMS int64 // bounds on the counter's PTTL; -1 means none
+	}{
+		{0, 23 * 3600 * 1000, 24 * 3600 * 1000}, // the default, 24h
+		{time.Minute, 59 * 1000, 60 * 1000},
+		{-1, -1, -1}, // kept forever
+	} {
+		prefix := fmt.Sprintf("retention%d:", tc.retention)
+		c := fencelock.New(rdb, &fencelock.Options{TokenRetention: tc.retention, Prefix: prefix})
+		acquireToken(t, c, "x")
+		pttl, err := rdb.Do(t.Context(), "PTTL", prefix+"{x}:token").Int64()
+		if err != nil || pttl < tc.minMS || pttl > tc.maxMS {
+			t.Errorf("TokenRetention %v: counter PTTL = %dms, %v; want in [%d, %d]", tc.retention, pttl, err, tc.minMS, tc.maxMS)
+		}
+	}
+}
