@@ -5,7 +5,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test lint bench redis
+.PHONY: demo test lint bench redis databases
 
 # The first command a newcomer runs: the runnable examples against a
 # redis-server they start themselves.
@@ -13,7 +13,7 @@ demo: redis
 	go test -count=1 -run '^Example' -v .
 
 # The test command the README gives and .ci/run calls.
-test: redis
+test: redis databases
 	@set -e; for m in $(MODULES); do \
 		echo "== go test -race $$m"; \
 		(cd $$m && go test -race -count=1 ./...); \
@@ -32,3 +32,7 @@ bench: redis
 
 redis:
 	@./scripts/install-redis
+
+# PostgreSQL and MariaDB for the SQL adapter's tests.
+databases:
+	@./scripts/start-databases
