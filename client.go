@@ -57,7 +57,9 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if err := c.check(name); err != nil {
 		return nil, err
 	}
-	l, _, err := c.try(ctx, name)
+	var t acquireTrace
+	l, _, err := c.try(ctx, name, &t)
+	t.done(&c.cfg, name, l, err)
 	return l, err
 }
 
@@ -68,11 +70,13 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 // a jittered retry (Options.RetryInterval) covers lost messages. Redis
 // errors that a failover or restart may cure (connection loss, READONLY,
 // LOADING) are retried in the same way; others are returned at once.
-func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
+func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error) {
 	if err := c.check(name); err != nil {
 		return nil, err
 	}
-	l, wait, err := c.try(ctx, name)
+	t := acquireTrace{waiting: true}
+	defer func() { t.done(&c.cfg, name, l, err) }()
+	l, wait, err := c.try(ctx, name, &t)
 	if !retryable(ctx, err) {
 		return l, err
 	}
@@ -84,7 +88,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
 	for {
 		// Taken before the attempt, so a release right after it still wakes us.
 		wake := c.hub.next(wc)
-		if l, wait, err = c.try(ctx, name); !retryable(ctx, err) {
+		if l, wait, err = c.try(ctx, name, &t); !retryable(ctx, err) {
 			return l, err
 		}
 		timer.Reset(c.jitter(wait))
@@ -123,10 +127,11 @@ func (c *Client) check(name string) error {
 // try makes one acquisition attempt. When the lock is held it returns an
 // error wrapping ErrNotAcquired and how long to wait: the holder's
 // remaining TTL, capped by the retry interval.
-func (c *Client) try(ctx context.Context, name string) (*Lease, time.Duration, error) {
+func (c *Client) try(ctx context.Context, name string, t *acquireTrace) (*Lease, time.Duration, error) {
 	owner := newOwner()
 	start := time.Now() // the validity is measured from before the request
 	token, held, err := c.be.acquire(ctx, name, owner)
+	t.attempt(&c.cfg, name, start, token, held, err)
 	if err != nil {
 		return nil, c.cfg.retry, fmt.Errorf("acquire %q: %w", name, err)
 	}

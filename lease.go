@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock/fence"
@@ -24,6 +25,9 @@ type Lease struct {
 	owner string // secret: knowing it allows renew and release
 	id    string
 	token int64
+
+	acquired      time.Time    // when the acquisition was sent; zero if attached
+	renewFailures atomic.Int32 // in a row, for Options.Logger
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -50,6 +54,7 @@ func newLease(ctx context.Context, c *Client, name, owner string, token int64, s
 		owner:    owner,
 		id:       leaseID(owner),
 		token:    token,
+		acquired: start,
 		deadline: start.Add(c.cfg.ttl - c.cfg.drift),
 		released: make(chan struct{}),
 	}
@@ -116,8 +121,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return l.renew(ctx)
 }
 
-func (l *Lease) renew(ctx context.Context) error {
+func (l *Lease) renew(ctx context.Context) (err error) {
 	start := time.Now()
+	defer func() { l.observeRenew(start, err) }()
 	held, err := l.c.be.renew(ctx, l.name, l.owner)
 	if err != nil {
 		return fmt.Errorf("renew %q: %w", l.name, err)
@@ -182,6 +188,7 @@ func (l *Lease) expire() {
 // lose ends the lease with cause; the first cause wins.
 func (l *Lease) lose(cause error) {
 	l.cancel(cause)
+	l.observeLost(cause)
 }
 
 // Release ends the lease: it stops the renewal, waits for it to exit, and
@@ -198,7 +205,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.releaseErr
 }
 
-func (l *Lease) release(ctx context.Context) error {
+func (l *Lease) release(ctx context.Context) (err error) {
 	l.stopKeeper()
 	if l.kept != nil {
 		<-l.kept
@@ -208,6 +215,8 @@ func (l *Lease) release(ctx context.Context) error {
 	if l.ctx.Err() != nil {
 		lost = context.Cause(l.ctx)
 	}
+	start := l.c.cfg.now()
+	defer func() { l.observeRelease(start, err) }()
 	deleted, err := l.c.be.release(ctx, l.name, l.owner)
 	l.cancel(nil) // context.Canceled, unless lost first
 	switch {

@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -62,6 +63,19 @@ type Options struct {
 	// keeps counters forever. It must be at least the TTL.
 	// Default: 24h.
 	TokenRetention time.Duration
+
+	// Hooks, if set, receives an event for each acquisition attempt and
+	// result, renewal, loss and release; see Hooks. It is copied by New.
+	// Default: nil (no events, at no cost).
+	Hooks *Hooks
+
+	// Logger, if set, logs lost leases (Warn), failed renewals (Warn) and
+	// the fallbacks that covered for a failure: a renewal that succeeded
+	// after failures (Info), an Acquire attempt retried after a Redis or
+	// network error (Warn). Records name the lock, lease ID and token,
+	// never the lease's secret.
+	// Default: nil (no logging).
+	Logger *slog.Logger
 }
 
 // config is Options with defaults applied and derived values computed.
@@ -69,6 +83,8 @@ type config struct {
 	ttl, renewEvery, retry, replicaTimeout, retention, drift time.Duration
 	prefix                                                   string
 	minReplicas                                              int
+	hooks                                                    *Hooks
+	logger                                                   *slog.Logger
 }
 
 // Keys: the lock and its token counter share a hash tag, so one script can
@@ -90,6 +106,11 @@ func (o *Options) config() (config, error) {
 		retention:      opts.TokenRetention,
 		prefix:         opts.Prefix,
 		minReplicas:    opts.MinReplicas,
+		logger:         opts.Logger,
+	}
+	if opts.Hooks != nil {
+		h := *opts.Hooks // later changes by the caller must not race with events
+		c.hooks = &h
 	}
 	if c.ttl == 0 {
 		c.ttl = 10 * time.Second

@@ -1,0 +1,278 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Hooks receive the events of a Client's leases, for metrics and tracing
+// (package fenceprom implements them for Prometheus). Every field is
+// optional: a nil func is skipped, and a nil *Hooks in Options costs
+// nothing (no clock reading, no allocation).
+//
+// Hooks are called synchronously, from the goroutine that saw the event:
+// the caller of Acquire, Renew or Release, a lease's keeper or its
+// deadline timer. They must be quick, must not block, and must be safe for
+// concurrent use. They must not call back into the lease they report on.
+//
+// No hook ever sees a lease's secret owner value: leases are named by
+// their public ID, which does not allow renewing or releasing the lock.
+//
+// Hooks is a struct of funcs, as net/http/httptrace.ClientTrace is, rather
+// than an interface: a user sets only the events they want, new events can
+// be added as fields without breaking anyone, and an unset event is one
+// nil check.
+type Hooks struct {
+	// AcquireAttempt is called after each acquisition round trip, by
+	// TryAcquire and by every attempt of Acquire. An attempt with Token > 0
+	// issued that token.
+	AcquireAttempt func(AcquireAttemptInfo)
+
+	// AcquireDone is called when TryAcquire or Acquire returns after at
+	// least one attempt, acquired or not. Calls rejected before anything
+	// is sent (ErrInvalid) report nothing.
+	AcquireDone func(AcquireDoneInfo)
+
+	// RenewDone is called after each renewal round trip, by the keeper or
+	// by Lease.Renew.
+	RenewDone func(RenewInfo)
+
+	// LeaseLost is called once when a lease is lost: its lock was seen
+	// gone or held by another owner, or its deadline passed without a
+	// successful renewal. It is called before the RenewDone that reports
+	// the same loss.
+	LeaseLost func(LostInfo)
+
+	// ReleaseDone is called after Release's round trip (once per lease:
+	// later calls of Release send nothing).
+	ReleaseDone func(ReleaseInfo)
+}
+
+// AcquireAttemptInfo describes one acquisition round trip.
+type AcquireAttemptInfo struct {
+	// Name is the lock's name.
+	Name string
+	// Attempt counts the attempts of this TryAcquire or Acquire call,
+	// from 1.
+	Attempt int
+	// Token is the fencing token issued by this attempt, 0 if none was.
+	Token int64
+	// Held is, when another lease holds the lock, how long its TTL has
+	// left.
+	Held time.Duration
+	// Latency is the round trip's duration.
+	Latency time.Duration
+	// Err is nil if the lock was acquired, ErrNotAcquired if another lease
+	// holds it, and the Redis or network error otherwise.
+	Err error
+}
+
+// AcquireDoneInfo describes the end of a TryAcquire or Acquire call.
+type AcquireDoneInfo struct {
+	// Name is the lock's name.
+	Name string
+	// Token is the acquired lease's fencing token, 0 if none.
+	Token int64
+	// LeaseID is the acquired lease's public ID, "" if none.
+	LeaseID string
+	// Attempts is the number of round trips made.
+	Attempts int
+	// Wait is the time from the start of the first attempt to the end of
+	// the last.
+	Wait time.Duration
+	// Latency is the last attempt's round trip.
+	Latency time.Duration
+	// Err is the error the call returned: nil if acquired, else wrapping
+	// ErrNotAcquired (another lease holds the lock, or Acquire's context
+	// ended) or a Redis or network error.
+	Err error
+}
+
+// RenewInfo describes one renewal round trip.
+type RenewInfo struct {
+	// Name is the lock's name.
+	Name string
+	// Token is the lease's fencing token.
+	Token int64
+	// LeaseID is the lease's public ID.
+	LeaseID string
+	// Latency is the round trip's duration.
+	Latency time.Duration
+	// Deadline is the lease's deadline after this renewal.
+	Deadline time.Time
+	// Err is nil if the lease was renewed. If it wraps ErrLeaseLost the
+	// lease is lost; otherwise (a Redis or network error) the lease lives
+	// on until Deadline unless a later renewal succeeds.
+	Err error
+}
+
+// LostInfo describes the loss of a lease.
+type LostInfo struct {
+	// Name is the lock's name.
+	Name string
+	// Token is the lease's fencing token.
+	Token int64
+	// LeaseID is the lease's public ID.
+	LeaseID string
+	// Held is the time since the lease's acquisition was sent, 0 for a
+	// lease from Client.Attach.
+	Held time.Duration
+	// Cause is the cause of the lease's Context: it wraps ErrLeaseLost.
+	Cause error
+}
+
+// ReleaseInfo describes a Release.
+type ReleaseInfo struct {
+	// Name is the lock's name.
+	Name string
+	// Token is the lease's fencing token.
+	Token int64
+	// LeaseID is the lease's public ID.
+	LeaseID string
+	// Held is the time since the lease's acquisition was sent, 0 for a
+	// lease from Client.Attach.
+	Held time.Duration
+	// Latency is the release round trip's duration.
+	Latency time.Duration
+	// Err is Release's result: nil if the lock was deleted, wrapping
+	// ErrLeaseLost if the lease had been lost or the lock was gone or held
+	// by another owner, else a Redis or network error.
+	Err error
+}
+
+// observed reports whether events are wanted; when not, none of the
+// functions below reads the clock or builds an event.
+func (c *config) observed() bool { return c.hooks != nil || c.logger != nil }
+
+// now returns the time if events are wanted, else the zero Time.
+func (c *config) now() time.Time {
+	if !c.observed() {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// acquireTrace follows one TryAcquire or Acquire call.
+type acquireTrace struct {
+	waiting  bool // in Acquire, which retries
+	attempts int
+	first    time.Time
+	latency  time.Duration
+}
+
+// attempt records one acquisition round trip that started at start and
+// returned token, held and err from the backend.
+func (t *acquireTrace) attempt(c *config, name string, start time.Time, token int64, held time.Duration, err error) {
+	t.attempts++
+	if !c.observed() {
+		return
+	}
+	if t.attempts == 1 {
+		t.first = start
+	}
+	t.latency = time.Since(start)
+	if err == nil && token == 0 {
+		err = ErrNotAcquired
+	}
+	if h := c.hooks; h != nil && h.AcquireAttempt != nil {
+		h.AcquireAttempt(AcquireAttemptInfo{
+			Name: name, Attempt: t.attempts, Token: token, Held: held, Latency: t.latency, Err: err,
+		})
+	}
+	if c.logger != nil && t.waiting && err != nil && !errors.Is(err, ErrNotAcquired) {
+		c.logger.LogAttrs(context.Background(), slog.LevelWarn, "fencelock: acquire attempt failed, retrying",
+			slog.String("lock", name), slog.Int("attempt", t.attempts), slog.Any("error", err))
+	}
+}
+
+// done reports the end of a TryAcquire or Acquire call.
+func (t *acquireTrace) done(c *config, name string, l *Lease, err error) {
+	h := c.hooks
+	if h == nil || h.AcquireDone == nil || t.attempts == 0 {
+		return
+	}
+	info := AcquireDoneInfo{
+		Name: name, Attempts: t.attempts, Wait: time.Since(t.first), Latency: t.latency, Err: err,
+	}
+	if l != nil {
+		info.Token, info.LeaseID = l.token, l.id
+	}
+	h.AcquireDone(info)
+}
+
+// observeRenew reports a renewal round trip that started at start.
+func (l *Lease) observeRenew(start time.Time, err error) {
+	c := &l.c.cfg
+	if !c.observed() {
+		return
+	}
+	latency := time.Since(start)
+	deadline := l.Deadline()
+	if h := c.hooks; h != nil && h.RenewDone != nil {
+		h.RenewDone(RenewInfo{
+			Name: l.name, Token: l.token, LeaseID: l.id, Latency: latency, Deadline: deadline, Err: err,
+		})
+	}
+	if c.logger == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		if n := l.renewFailures.Swap(0); n > 0 {
+			c.logger.LogAttrs(context.Background(), slog.LevelInfo, "fencelock: renew succeeded after failures",
+				l.logAttrs(slog.Int("failures", int(n)), slog.Time("deadline", deadline))...)
+		}
+	case errors.Is(err, ErrLeaseLost):
+		// LeaseLost logged it.
+	default:
+		n := l.renewFailures.Add(1)
+		c.logger.LogAttrs(context.Background(), slog.LevelWarn, "fencelock: renew failed",
+			l.logAttrs(slog.Int("failures", int(n)), slog.Duration("remaining", time.Until(deadline)), slog.Any("error", err))...)
+	}
+}
+
+// observeLost reports the loss of the lease with cause, if cause is what
+// ended the lease's context (the first cause wins).
+func (l *Lease) observeLost(cause error) {
+	c := &l.c.cfg
+	if !c.observed() || context.Cause(l.ctx) != cause {
+		return
+	}
+	held := l.held()
+	if h := c.hooks; h != nil && h.LeaseLost != nil {
+		h.LeaseLost(LostInfo{Name: l.name, Token: l.token, LeaseID: l.id, Held: held, Cause: cause})
+	}
+	if c.logger != nil {
+		c.logger.LogAttrs(context.Background(), slog.LevelWarn, "fencelock: lease lost",
+			l.logAttrs(slog.Duration("held", held), slog.Any("error", cause))...)
+	}
+}
+
+// observeRelease reports a release round trip that started at start.
+func (l *Lease) observeRelease(start time.Time, err error) {
+	h := l.c.cfg.hooks
+	if h == nil || h.ReleaseDone == nil {
+		return
+	}
+	h.ReleaseDone(ReleaseInfo{
+		Name: l.name, Token: l.token, LeaseID: l.id,
+		Held: l.held(), Latency: time.Since(start), Err: err,
+	})
+}
+
+// logAttrs names the lease in log records: never by its owner value.
+func (l *Lease) logAttrs(more ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{
+		slog.String("lock", l.name), slog.String("lease", l.id), slog.Int64("token", l.token),
+	}, more...)
+}
+
+// held returns how long the lease has been held, 0 if it was attached.
+func (l *Lease) held() time.Duration {
+	if l.acquired.IsZero() {
+		return 0
+	}
+	return time.Since(l.acquired)
+}
