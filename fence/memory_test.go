@@ -1,0 +1,46 @@
+package fence_test
+
+import (
+	"testing"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/fencetest"
+)
+
+func TestMemory(t *testing.T) {
+	fencetest.Run(t, func(*testing.T) fence.Store {
+		var m fence.Memory // the zero value is ready to use
+		return &m
+	})
+}
+
+func TestMemory_copiesValues(t *testing.T) {
+	var m fence.Memory
+	f := fence.Fence{Lock: "l", Token: 1, Lease: "a"}
+	in := []byte("abc")
+	if err := m.Put(t.Context(), "r", f, in); err != nil {
+		t.Fatalf("Put = %v, want nil", err)
+	}
+	in[0] = 'X'
+	out, err := m.Get(t.Context(), "r", f)
+	if err != nil || string(out) != "abc" {
+		t.Fatalf("Get = %q, %v; want %q, nil", out, err, "abc")
+	}
+	out[1] = 'Y'
+	if got, _, _ := m.Load(t.Context(), "r"); string(got) != "abc" {
+		t.Errorf("Load after changing the caller's slices = %q, want %q", got, "abc")
+	}
+}
+
+func BenchmarkPut(b *testing.B) {
+	var m fence.Memory
+	value := []byte("some value of modest size")
+	b.ReportAllocs()
+	var token int64
+	for b.Loop() {
+		token++
+		if err := m.Put(b.Context(), "orders:42", fence.Fence{Lock: "orders", Token: token, Lease: "k3J9x"}, value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

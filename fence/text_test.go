@@ -1,0 +1,119 @@
+package fence_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+func TestFence_String(t *testing.T) {
+	tests := []struct {
+		f    fence.Fence
+		want string
+	}{
+		{fence.Fence{Lock: "orders:42", Token: 1764431234567890, Lease: "k3J9x"}, `1764431234567890;lock="orders:42";lease="k3J9x"`},
+		{fence.Fence{Lock: `a"b\c`, Token: 1, Lease: " "}, `1;lock="a\"b\\c";lease=" "`},
+		{fence.Fence{Lock: "l", Token: math.MaxInt64, Lease: "x"}, `9223372036854775807;lock="l";lease="x"`},
+	}
+	for _, tt := range tests {
+		if got := tt.f.String(); got != tt.want {
+			t.Errorf("%#v.String() = %s, want %s", tt.f, got, tt.want)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	orders := fence.Fence{Lock: "orders:42", Token: 1764431234567890, Lease: "k3J9x"}
+	tests := []struct {
+		in   string
+		want fence.Fence
+	}{
+		{`1764431234567890;lock="orders:42";lease="k3J9x"`, orders},
+		{`1764431234567890;lease="k3J9x";lock="orders:42"`, orders},
+		{`  1764431234567890;  lock="orders:42";lease="k3J9x"  `, orders},
+		{`01764431234567890;lock="orders:42";lease="k3J9x"`, orders},
+		{`1764431234567890;lock="x";lock="orders:42";lease="k3J9x"`, orders}, // last wins
+		{`1764431234567890;exp=12;lock="orders:42";v=1.5;w;lease="k3J9x";t=tok/a:b;b=:aGk=:;q=?1;s="x"`, orders},
+		{`9223372036854775807;lock="l";lease="x"`, fence.Fence{Lock: "l", Token: math.MaxInt64, Lease: "x"}},
+		{`1;lock="a\"b\\c";lease=" "`, fence.Fence{Lock: `a"b\c`, Token: 1, Lease: " "}},
+	}
+	for _, tt := range tests {
+		got, err := fence.Parse(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("Parse(%s) = %v, %v; want %v, nil", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParse_invalid(t *testing.T) {
+	for _, in := range []string{
+		``,
+		` `,
+		`lock="a";lease="b"`,
+		`12`,
+		`12;lock="a"`,
+		`12;lease="b"`,
+		`0;lock="a";lease="b"`,
+		`-5;lock="a";lease="b"`,
+		`-;lock="a";lease="b"`,
+		`+5;lock="a";lease="b"`,
+		`1.5;lock="a";lease="b"`,
+		`9223372036854775808;lock="a";lease="b"`, // int64 overflow
+		`12345678901234567890;lock="a";lease="b"`,  // 20 digits
+		`12;lock="";lease="b"`,                     // empty lock
+		`12;lock="a";lease=""`,                     // empty lease
+		`12;lock=a;lease="b"`,                      // a token, not a string
+		`12;lock;lease="b"`,                        // a boolean
+		`12;lock="a;lease="b"`,                     // unterminated
+		`12;lock="a\n";lease="b"`,                  // bad escape
+		"12;lock=\"a\tb\";lease=\"b\"",             // control byte
+		"12;lock=\"é\";lease=\"b\"",                // non-ASCII
+		`12;lock="a";lease="b";`,                   // empty parameter
+		`12;lock="a";lease="b" x`,                  // trailing junk
+		`12;lock="a",lease="b"`,                    // a list, not an item
+		`12;Lock="a";lease="b"`,                    // keys are lower case
+		`12;lock="a";lease="b";x=1234567890123456`, // 16-digit unknown integer
+		`12;lock="a";lease="b";x=1.2345`,           // decimal with 4 fraction digits
+		`12;lock="a";lease="b";x=:a b:`,            // bad byte sequence
+		`12;lock="a";lease="b";x=?2`,               // bad boolean
+		`12;lock="a";lease="b";x=(1 2)`,            // an inner list is not a parameter value
+		"12;lock=\"a\";lease=\"b\"\t",              // only spaces are trimmed
+		`12 ;lock="a";lease="b"`,                   // no space before ';'
+	} {
+		if f, err := fence.Parse(in); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("Parse(%q) = %v, %v; want ErrInvalid", in, f, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(`1764431234567890;lock="orders:42";lease="k3J9x"`)
+	f.Add(`1;lease="\"";lock="\\";x=?1;y=:aGk=:;z=1.5;w=tok`)
+	f.Add(`9223372036854775807;lock=" ";lease="~"`)
+	f.Add("1;lock=\"a\";lease=\"b\";c")
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := fence.Parse(s)
+		if err != nil {
+			if !errors.Is(err, fence.ErrInvalid) {
+				t.Errorf("Parse(%q) = %v, want an error wrapping ErrInvalid", s, err)
+			}
+			// Whatever the input, a valid fence must still round-trip.
+			in := fence.Fence{Lock: s, Token: int64(len(s)) + 1, Lease: s}
+			if in.Validate() == nil {
+				if out, err := fence.Parse(in.String()); err != nil || out != in {
+					t.Errorf("Parse(%s) = %v, %v; want %v, nil", in.String(), out, err, in)
+				}
+			}
+			return
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("Parse(%q) = %v, which fails Validate: %v", s, got, err)
+		}
+		again, err := fence.Parse(got.String())
+		if err != nil || again != got {
+			t.Errorf("Parse(%q) = %v; Parse(its String %s) = %v, %v; want the same fence", s, got, got.String(), again, err)
+		}
+	})
+}
