@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// report holds every scenario's rows, in contestant order.
+type report struct {
+	cfg         config
+	started     time.Time
+	env         string
+	uncontended []pairRow
+	parallel    []pairRow
+	contended   []contRow
+	roundTrips  []rtRow
+	quorumNote  string
+}
+
+// pairRow is the medians over repetitions of one contestant's runs.
+type pairRow struct {
+	c                      contestant
+	perSec                 float64
+	xFloor, xFloorToken    float64 // medians of per-repetition ratios
+	p50, p99               time.Duration
+	errs                   int
+	firstErr               error
+	perRep                 []float64
+	hasFloor, hasFloorTokn bool
+}
+
+type contRow struct {
+	c                        contestant
+	acqPerSec, handoffPerSec float64
+	handoffP50, handoffP99   time.Duration
+	handoffP50RT             float64 // in PING round trips of the same run
+	rtt                      time.Duration
+	waitP99, waitMax         time.Duration
+	minG, maxG               float64
+	jain                     float64
+	gaveUp, errs, violations int
+	firstErr                 error
+	xRedsync                 float64 // handoffs/s over redsync's default, per repetition
+}
+
+type rtRow struct {
+	c   contestant
+	res *rtResult
+	err error
+}
+
+// run starts the servers, runs the selected scenarios and stops the
+// servers again. Progress goes to log.
+func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
+	var cs []contestant
+	for _, c := range append(contestants(), quorumContestants()...) {
+		if c.floor || cfg.only == nil || cfg.only.MatchString(c.name) {
+			cs = append(cs, c)
+		}
+	}
+	nodes := 1
+	for _, c := range cs {
+		nodes = max(nodes, c.nodes)
+	}
+	var addrs []string
+	for range nodes {
+		s, err := redistest.Launch(nil)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		addrs = append(addrs, s.Addr())
+	}
+	rdbs := make([]*redis.Client, nodes)
+	for i, a := range addrs {
+		rdbs[i] = newClient(a)
+		defer rdbs[i].Close()
+	}
+	r := &report{cfg: cfg, started: time.Now(), quorumNote: quorumPending}
+	if len(quorumContestants()) > 0 {
+		r.quorumNote = ""
+	}
+	r.env = environment(ctx, rdbs[0])
+	h := &harness{cfg: cfg, rdbs: rdbs, addrs: addrs, log: log}
+
+	var plain []contestant // rows for the uncontended scenarios
+	for _, c := range cs {
+		if !c.contendedOnly {
+			plain = append(plain, c)
+		}
+	}
+	if cfg.scenarios["1"] {
+		r.uncontended = h.pairScenario(ctx, "uncontended", plain, 1)
+	}
+	if cfg.scenarios["2"] {
+		r.parallel = h.pairScenario(ctx, "parallel", plain, cfg.goroutines)
+	}
+	if cfg.scenarios["3"] {
+		r.contended = h.contendedScenario(ctx, cs)
+	}
+	if cfg.scenarios["4"] || cfg.scenarios["6"] {
+		for _, c := range plain {
+			if err := h.flush(ctx); err != nil {
+				return nil, err
+			}
+			res, err := measureRoundTrips(ctx, c, addrs, "rt:"+c.name, cfg.rtOps)
+			progress(log, "round trips  %-22s %v", c.name, err)
+			r.roundTrips = append(r.roundTrips, rtRow{c: c, res: res, err: err})
+		}
+	}
+	return r, ctx.Err()
+}
+
+type harness struct {
+	cfg   config
+	rdbs  []*redis.Client
+	addrs []string
+	log   io.Writer
+	seq   int
+}
+
+// flush empties every server, so each run starts from the same state.
+func (h *harness) flush(ctx context.Context) error {
+	for _, r := range h.rdbs {
+		if err := r.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *harness) prefix() string {
+	h.seq++
+	return "r" + strconv.Itoa(h.seq)
+}
+
+// rotated returns cs starting at index rep, so that over the
+// repetitions no contestant always runs first or right after another.
+func rotated(cs []contestant, rep int) []int {
+	order := make([]int, len(cs))
+	for i := range cs {
+		order[i] = (i + rep) % len(cs)
+	}
+	return order
+}
+
+func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contestant, goroutines int) []pairRow {
+	lockers := make([]locker, len(cs))
+	for i, c := range cs {
+		lockers[i] = c.new(h.rdbs[:c.nodes])
+	}
+	defer closeAll(lockers)
+	runs := make([][]*pairResult, len(cs)) // [contestant][rep]
+	for rep := 0; rep < h.cfg.reps && ctx.Err() == nil; rep++ {
+		for _, i := range rotated(cs, rep) {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := h.flush(ctx); err != nil {
+				progress(h.log, "flush: %v", err)
+			}
+			p := h.prefix()
+			runPairs(ctx, lockers[i], p+":warm", 1, time.Second, h.cfg.warmPairs)
+			res := runPairs(ctx, lockers[i], p, goroutines, h.cfg.dur, h.cfg.maxOps)
+			progress(h.log, "%-11s rep %d %-22s %8.0f pairs/s errors %d", scenario, rep, cs[i].name, res.perSec(), res.errs)
+			runs[i] = append(runs[i], res)
+		}
+	}
+	floor, floorToken := -1, -1
+	for i, c := range cs {
+		switch {
+		case c.floor:
+			floor = i
+		case c.name == "floor+token":
+			floorToken = i
+		}
+	}
+	rows := make([]pairRow, len(cs))
+	for i, c := range cs {
+		row := pairRow{c: c}
+		var rates, p50s, p99s, xf, xft []float64
+		for rep, res := range runs[i] {
+			rates = append(rates, res.perSec())
+			p50s = append(p50s, float64(res.lat.percentile(50)))
+			p99s = append(p99s, float64(res.lat.percentile(99)))
+			row.errs += res.errs
+			if row.firstErr == nil {
+				row.firstErr = res.firstErr
+			}
+			if floor >= 0 && rep < len(runs[floor]) {
+				xf = append(xf, res.perSec()/runs[floor][rep].perSec())
+			}
+			if floorToken >= 0 && rep < len(runs[floorToken]) {
+				xft = append(xft, res.perSec()/runs[floorToken][rep].perSec())
+			}
+		}
+		row.perRep = rates
+		row.perSec = median(rates)
+		row.p50, row.p99 = time.Duration(median(p50s)), time.Duration(median(p99s))
+		row.xFloor, row.xFloorToken = median(xf), median(xft)
+		row.hasFloor, row.hasFloorTokn = len(xf) > 0, len(xft) > 0
+		rows[i] = row
+	}
+	return rows
+}
+
+func (h *harness) contendedScenario(ctx context.Context, cs []contestant) []contRow {
+	lockers := make([]locker, len(cs))
+	for i, c := range cs {
+		lockers[i] = c.new(h.rdbs[:c.nodes])
+	}
+	defer closeAll(lockers)
+	runs := make([][]*contResult, len(cs))
+	for rep := 0; rep < h.cfg.reps && ctx.Err() == nil; rep++ {
+		for _, i := range rotated(cs, rep) {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := h.flush(ctx); err != nil {
+				progress(h.log, "flush: %v", err)
+			}
+			p := h.prefix()
+			runPairs(ctx, lockers[i], p+":warm", 1, time.Second, h.cfg.warmPairs)
+			res := runContended(ctx, lockers[i], h.rdbs[0], p+":hot", h.cfg.goroutines, h.cfg.contDur, h.cfg.hold, h.cfg.think)
+			progress(h.log, "contended   rep %d %-22s %6.0f acq/s %6.0f handoffs/s jain %.3f errors %d %v",
+				rep, cs[i].name, float64(res.acq)/res.elapsed.Seconds(), float64(res.handoffs)/res.elapsed.Seconds(),
+				jain(res.perG), res.errs, res.firstErr)
+			runs[i] = append(runs[i], res)
+		}
+	}
+	redsyncDefault := -1
+	for i, c := range cs {
+		if c.name == "redsync" {
+			redsyncDefault = i
+		}
+	}
+	rows := make([]contRow, len(cs))
+	for i, c := range cs {
+		row := contRow{c: c}
+		var acq, hand, hp50, hp99, hrt, rtt, wp99, wmax, ming, maxg, jn, xr []float64
+		for rep, res := range runs[i] {
+			s := res.elapsed.Seconds()
+			acq = append(acq, float64(res.acq)/s)
+			hand = append(hand, float64(res.handoffs)/s)
+			p50 := res.handoff.percentile(50)
+			hp50 = append(hp50, float64(p50))
+			hp99 = append(hp99, float64(res.handoff.percentile(99)))
+			if res.rtt > 0 {
+				hrt = append(hrt, float64(p50)/float64(res.rtt))
+			}
+			rtt = append(rtt, float64(res.rtt))
+			wp99 = append(wp99, float64(res.wait.percentile(99)))
+			wmax = append(wmax, float64(res.wait.max()))
+			lo, hi := res.perG[0], res.perG[0]
+			for _, n := range res.perG {
+				lo, hi = min(lo, n), max(hi, n)
+			}
+			ming = append(ming, float64(lo))
+			maxg = append(maxg, float64(hi))
+			jn = append(jn, jain(res.perG))
+			row.gaveUp += res.gaveUp
+			row.errs += res.errs
+			row.violations += res.violations
+			if row.firstErr == nil {
+				row.firstErr = res.firstErr
+			}
+			if redsyncDefault >= 0 && rep < len(runs[redsyncDefault]) {
+				if o := runs[redsyncDefault][rep]; o.handoffs > 0 {
+					xr = append(xr, float64(res.handoffs)/s/(float64(o.handoffs)/o.elapsed.Seconds()))
+				}
+			}
+		}
+		row.acqPerSec, row.handoffPerSec = median(acq), median(hand)
+		row.handoffP50, row.handoffP99 = time.Duration(median(hp50)), time.Duration(median(hp99))
+		row.handoffP50RT, row.rtt = median(hrt), time.Duration(median(rtt))
+		row.waitP99, row.waitMax = time.Duration(median(wp99)), time.Duration(median(wmax))
+		row.minG, row.maxG, row.jain = median(ming), median(maxg), median(jn)
+		row.xRedsync = median(xr)
+		rows[i] = row
+	}
+	return rows
+}
+
+// closeAll closes the lockers that hold resources of their own.
+func closeAll(ls []locker) {
+	for _, l := range ls {
+		if c, ok := l.(interface{ close() }); ok {
+			c.close()
+		}
+	}
+}
+
+// environment describes the machine for the report.
+func environment(ctx context.Context, rdb *redis.Client) string {
+	v := "?"
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		for line := range strings.SplitSeq(info, "\n") {
+			if s, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				v = s
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s %s/%s, redis-server %s",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, v)
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHarness runs every scenario in a tiny mode so the harness cannot
+// rot. It checks structure only, never timings: the machine is noisy.
+func TestHarness(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.quick(nil)
+	cfg.dur = 100 * time.Millisecond
+	cfg.contDur = 200 * time.Millisecond
+	cfg.goroutines = 4
+	cfg.rtOps = 10
+	cfg.warmPairs = 3
+	cfg.hold = 0
+	r, err := run(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(contestants(), quorumContestants()...)
+	var plain int
+	for _, c := range all {
+		if !c.contendedOnly {
+			plain++
+		}
+	}
+	if len(r.uncontended) != plain || len(r.parallel) != plain || len(r.roundTrips) != plain || len(r.contended) != len(all) {
+		t.Fatalf("rows: %d uncontended, %d parallel, %d round-trip, %d contended; want %d, %d, %d, %d",
+			len(r.uncontended), len(r.parallel), len(r.roundTrips), len(r.contended), plain, plain, plain, len(all))
+	}
+	for _, rows := range [][]pairRow{r.uncontended, r.parallel} {
+		for _, row := range rows {
+			if row.errs != 0 || row.perSec <= 0 {
+				t.Errorf("%s: %d errors (%v), %.0f pairs/s; want no errors and some pairs", row.c.name, row.errs, row.firstErr, row.perSec)
+			}
+			if row.c.floor && row.xFloor != 1 {
+				t.Errorf("floor's ratio to itself = %v, want 1", row.xFloor)
+			}
+		}
+	}
+	for _, row := range r.contended {
+		if row.violations != 0 || row.errs != 0 {
+			t.Errorf("%s contended: %d double holds, %d errors (%v)", row.c.name, row.violations, row.errs, row.firstErr)
+		}
+	}
+	// Round trips are structural: exact counts.
+	want := map[string][3]float64{ // acquire, release, renew
+		"floor":             {1, 1, 1},
+		"floor+token":       {1, 1, 1},
+		"fencelock":         {1, 1, 1},
+		"redislock":         {1, 1, 1},
+		"redsync":           {1, 1, 1},
+		"redsync/redlock-3": {1, 1, 1},
+	}
+	for _, row := range r.roundTrips {
+		if row.err != nil {
+			t.Errorf("%s round trips: %v", row.c.name, row.err)
+			continue
+		}
+		w, ok := want[row.c.name]
+		if !ok {
+			continue
+		}
+		got := [3]float64{row.res.acq.rounds, row.res.rel.rounds, row.res.renew.rounds}
+		if got != w {
+			t.Errorf("%s round trips acquire/release/renew = %v, want %v", row.c.name, got, w)
+		}
+		if row.c.floor && row.res.acq.rounds+row.res.rel.rounds != 2 {
+			t.Errorf("floor: %v round trips per pair, want 2", row.res.acq.rounds+row.res.rel.rounds)
+		}
+		if row.c.name == "redsync/redlock-3" && row.res.acq.clientCmds != 3 {
+			t.Errorf("redlock-3 acquire sends %v commands, want 3 (one per node)", row.res.acq.clientCmds)
+		}
+	}
+	var out bytes.Buffer
+	r.markdown(&out)
+	for _, h := range []string{"### 1.", "### 2.", "### 3.", "### 4.", "### 6.", "| floor |"} {
+		if !strings.Contains(out.String(), h) {
+			t.Errorf("report lacks %q:\n%s", h, out.String())
+		}
+	}
+}

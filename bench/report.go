@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+func (r *report) markdown(w io.Writer) {
+	c := r.cfg
+	fmt.Fprintf(w, "Run %s on %s. %d repetitions; figures are medians over them, ratios are medians of the per-repetition ratios measured side by side.\n\n",
+		r.started.Format("2006-01-02 15:04 MST"), r.env, c.reps)
+	if len(r.uncontended) > 0 {
+		fmt.Fprintf(w, "### 1. Uncontended: 1 goroutine, a new lock name per pair, %v per run\n\n", c.dur)
+		pairTable(w, r.uncontended)
+	}
+	if len(r.parallel) > 0 {
+		fmt.Fprintf(w, "### 2. Parallel: %d goroutines, a new lock name per pair, %v per run\n\n", c.goroutines, c.dur)
+		pairTable(w, r.parallel)
+	}
+	if len(r.contended) > 0 {
+		fmt.Fprintf(w, "### 3. Contended: %d goroutines on one lock name, hold %v, think %v, %v per run\n\n",
+			c.goroutines, c.hold, c.think, c.contDur)
+		contTable(w, r.contended)
+	}
+	if c.scenarios["4"] && len(r.roundTrips) > 0 {
+		fmt.Fprintf(w, "### 4. Round trips and commands per operation (%d operations each)\n\n", c.rtOps)
+		rtTable(w, r.roundTrips, func(contestant) bool { return true })
+	}
+	if c.scenarios["6"] {
+		fmt.Fprintf(w, "### 6. Quorum over 3 servers\n\n")
+		if r.quorumNote != "" {
+			fmt.Fprintf(w, "%s.\n\n", r.quorumNote)
+		}
+		three := func(c contestant) bool { return c.nodes == 3 }
+		var un, par []pairRow
+		for _, row := range r.uncontended {
+			if three(row.c) {
+				un = append(un, row)
+			}
+		}
+		for _, row := range r.parallel {
+			if three(row.c) {
+				par = append(par, row)
+			}
+		}
+		if len(un) > 0 {
+			fmt.Fprintf(w, "Uncontended (from table 1):\n\n")
+			pairTable(w, un)
+		}
+		if len(par) > 0 {
+			fmt.Fprintf(w, "Parallel (from table 2):\n\n")
+			pairTable(w, par)
+		}
+		if len(r.roundTrips) > 0 {
+			rtTable(w, r.roundTrips, three)
+		}
+	}
+}
+
+func pairTable(w io.Writer, rows []pairRow) {
+	fmt.Fprintln(w, "| contestant | pairs/s | × floor | × floor+token | pair p50 | pair p99 | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s |\n", r.c.name, r.perSec,
+			ratio(r.xFloor, r.hasFloor), ratio(r.xFloorToken, r.hasFloorTokn),
+			us(r.p50), us(r.p99), errCell(r.errs, r.firstErr))
+	}
+	fmt.Fprintln(w)
+}
+
+func contTable(w io.Writer, rows []contRow) {
+	fmt.Fprintln(w, "| contestant | acq/s | handoffs/s | × redsync | handoff p50 | RT | p50 in RTs | handoff p99 | wait p99 | wait max | per-goroutine min/max | Jain | gave up | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		errs := errCell(r.errs, r.firstErr)
+		if r.violations > 0 {
+			errs += fmt.Sprintf(" **%d double holds**", r.violations)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %s | %.1f | %s | %s | %s | %.0f/%.0f | %.3f | %d | %s |\n",
+			r.c.name, r.acqPerSec, r.handoffPerSec, ratio(r.xRedsync, r.xRedsync > 0),
+			us(r.handoffP50), us(r.rtt), r.handoffP50RT, us(r.handoffP99), ms(r.waitP99), ms(r.waitMax),
+			r.minG, r.maxG, r.jain, r.gaveUp, errs)
+	}
+	fmt.Fprintln(w)
+}
+
+func rtTable(w io.Writer, rows []rtRow, keep func(contestant) bool) {
+	fmt.Fprintln(w, "| contestant | acquire RTs | release RTs | renew RTs | client cmds acq/rel/renew | server cmds acq/rel/renew | server CPU acq/rel/renew |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		if !keep(r.c) {
+			continue
+		}
+		if r.err != nil {
+			fmt.Fprintf(w, "| %s | error: %s |||||\n", r.c.name, oneLine(r.err))
+			continue
+		}
+		x := r.res
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s/%s/%s | %s/%s/%s | %.1f/%.1f/%.1fµs |\n", r.c.name,
+			num(x.acq.rounds), num(x.rel.rounds), num(x.renew.rounds),
+			num(x.acq.clientCmds), num(x.rel.clientCmds), num(x.renew.clientCmds),
+			num(x.acq.serverCmds), num(x.rel.serverCmds), num(x.renew.serverCmds),
+			micros(x.acq.serverCPU), micros(x.rel.serverCPU), micros(x.renew.serverCPU))
+	}
+	fmt.Fprintln(w)
+}
+
+func ratio(x float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+func num(x float64) string {
+	if x == float64(int64(x)) {
+		return fmt.Sprintf("%d", int64(x))
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+func errCell(n int, first error) string {
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%s)", n, oneLine(first))
+}
+
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := strings.ReplaceAll(err.Error(), "\n", " ")
+	s = strings.ReplaceAll(s, "|", "/")
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}
