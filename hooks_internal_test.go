@@ -1,0 +1,35 @@
+package fencelock
+
+import (
+	"testing"
+	"time"
+)
+
+// benchmarkDispatch measures what the hooks add to one acquisition
+// without Redis: an attempt and its result, as TryAcquire reports them.
+func benchmarkDispatch(b *testing.B, opts *Options) {
+	cfg, err := opts.config()
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := &Lease{name: "bench", id: "id", token: 1}
+	start := time.Now() // try reads the clock anyway, hooks or not
+	b.ReportAllocs()
+	for b.Loop() {
+		var t acquireTrace
+		t.attempt(&cfg, "bench", start, 1, 0, nil)
+		t.done(&cfg, "bench", l, nil)
+	}
+}
+
+// BenchmarkHooks_dispatchNil: no hooks, the cost is a nil check.
+func BenchmarkHooks_dispatchNil(b *testing.B) { benchmarkDispatch(b, nil) }
+
+// BenchmarkHooks_dispatchNoop: every hook set to a function that does
+// nothing: reading the clock and building the events.
+func BenchmarkHooks_dispatchNoop(b *testing.B) {
+	benchmarkDispatch(b, &Options{Hooks: &Hooks{
+		AcquireAttempt: func(AcquireAttemptInfo) {},
+		AcquireDone:    func(AcquireDoneInfo) {},
+	}})
+}
