@@ -13,7 +13,9 @@
 -- persistence, eviction, failover to a lagging replica). Lua numbers are
 -- doubles, exact to 2^53 (year 2255 in microseconds); the token is written
 -- with %d, never tostring, which would print 1.7e+15.
-local cur = redis.call('GET', KEYS[1])
+--
+-- Scripts never roll back, so everything that can fail (a wrong-type or
+-- non-integer counter) is checked before the first write.
 local stored = redis.call('GET', KEYS[2])
 if stored then
   stored = tonumber(stored)
@@ -21,8 +23,9 @@ if stored then
     return redis.error_reply('WRONGTYPE fencelock: token key does not hold an integer')
   end
 end
-if cur then
-  if cur == ARGV[1] and stored then
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  -- Held. GET fails with WRONGTYPE if the key is not a string.
+  if redis.call('GET', KEYS[1]) == ARGV[1] and stored then
     return {1, stored}
   end
   return {0, redis.call('PTTL', KEYS[1])}
@@ -32,7 +35,6 @@ local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if stored and stored + 1 > token then
   token = stored + 1
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if ARGV[3] == '0' then
   redis.call('SET', KEYS[2], string.format('%d', token))
 else

@@ -3,9 +3,9 @@
 -- KEYS[1] lock key
 -- ARGV[1] owner value, ARGV[2] ttl in ms
 -- returns 1 if extended, 0 if the key is absent, held by another owner, or
---   not a string.
-local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+--   not a string (pcall turns GET's WRONGTYPE error into a table that
+--   equals no owner).
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
