@@ -41,8 +41,10 @@ type Hooks struct {
 
 	// LeaseLost is called once when a lease is lost: its lock was seen
 	// gone or held by another owner, or its deadline passed without a
-	// successful renewal. It is called before the RenewDone that reports
-	// the same loss.
+	// successful renewal. It is called before the RenewDone or ReleaseDone
+	// that reports the same loss: a Release that finds the lock gone
+	// reports a loss the lease had not noticed (its Context then ends
+	// with context.Canceled, as after every Release).
 	LeaseLost func(LostInfo)
 
 	// ReleaseDone is called after Release's round trip (once per lease:
@@ -119,7 +121,8 @@ type LostInfo struct {
 	// Held is the time since the lease's acquisition was sent, 0 for a
 	// lease from Client.Attach.
 	Held time.Duration
-	// Cause is the cause of the lease's Context: it wraps ErrLeaseLost.
+	// Cause wraps ErrLeaseLost: the cause of the lease's Context, or
+	// Release's error if Release found the loss.
 	Cause error
 }
 
@@ -240,6 +243,11 @@ func (l *Lease) observeLost(cause error) {
 	if !c.observed() || context.Cause(l.ctx) != cause {
 		return
 	}
+	l.reportLost(cause)
+}
+
+func (l *Lease) reportLost(cause error) {
+	c := &l.c.cfg
 	held := l.held()
 	if h := c.hooks; h != nil && h.LeaseLost != nil {
 		h.LeaseLost(LostInfo{Name: l.name, Token: l.token, LeaseID: l.id, Held: held, Cause: cause})
@@ -250,16 +258,23 @@ func (l *Lease) observeLost(cause error) {
 	}
 }
 
-// observeRelease reports a release round trip that started at start.
+// observeRelease reports a release round trip that started at start. A
+// release that finds the lock gone or taken is the first sign of a loss
+// the keeper had not seen: that is reported as a loss too.
 func (l *Lease) observeRelease(start time.Time, err error) {
-	h := l.c.cfg.hooks
-	if h == nil || h.ReleaseDone == nil {
+	c := &l.c.cfg
+	if !c.observed() {
 		return
 	}
-	h.ReleaseDone(ReleaseInfo{
-		Name: l.name, Token: l.token, LeaseID: l.id,
-		Held: l.held(), Latency: time.Since(start), Err: err,
-	})
+	if errors.Is(err, ErrLeaseLost) && !errors.Is(context.Cause(l.ctx), ErrLeaseLost) {
+		l.reportLost(err)
+	}
+	if h := c.hooks; h != nil && h.ReleaseDone != nil {
+		h.ReleaseDone(ReleaseInfo{
+			Name: l.name, Token: l.token, LeaseID: l.id,
+			Held: l.held(), Latency: time.Since(start), Err: err,
+		})
+	}
 }
 
 // logAttrs names the lease in log records: never by its owner value.

@@ -222,6 +222,37 @@ func TestHooks_lost(t *testing.T) {
 	}
 }
 
+// A Release that finds the lock gone reports the loss the keeper had not
+// seen, once, before the release itself.
+func TestHooks_lostAtRelease(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	h := newHookLog()
+	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1, Hooks: h.hooks()})
+	l, err := c.TryAcquire(t.Context(), "vanished")
+	if err != nil {
+		t.Fatalf("TryAcquire() error = %v", err)
+	}
+	if err := rdb.Del(t.Context(), "fencelock:{vanished}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(t.Context()); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Fatalf("Release() error = %v, want ErrLeaseLost", err)
+	}
+	var order []string
+	for len(h.events) > 0 {
+		order = append(order, <-h.events)
+	}
+	if want := []string{"attempt", "acquire", "lost", "release"}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("events: got %q, want %q", order, want)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.losses) != 1 || !errors.Is(h.losses[0].Cause, fencelock.ErrLeaseLost) {
+		t.Errorf("LeaseLost: got %+v, want one with ErrLeaseLost", h.losses)
+	}
+}
+
 // A lease whose deadline passes is lost by its timer; the keeper-less
 // lease reports it exactly once.
 func TestHooks_expired(t *testing.T) {
