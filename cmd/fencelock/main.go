@@ -1,0 +1,179 @@
+// Command fencelock runs commands under Redis locks that issue fencing
+// tokens, gives shell scripts the lock's acquire, renew and release, audits
+// a Redis deployment for lock safety, and demonstrates why fencing matters.
+//
+// Usage:
+//
+//	fencelock run [flags] NAME -- COMMAND [ARG...]
+//	fencelock acquire [flags] NAME
+//	fencelock renew [flags] [NAME]
+//	fencelock release [flags] [NAME]
+//	fencelock status [flags] NAME
+//	fencelock doctor [flags]
+//	fencelock demo [flags]
+//	fencelock version
+//
+// Run "fencelock COMMAND -h" for the flags of each command, and see the
+// exit codes in "fencelock -h".
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Exit codes. The child's own status passes through "run"; these are the
+// codes fencelock itself chooses, after GNU timeout(1) and sysexits.h.
+const (
+	exitOK          = 0
+	exitCritical    = 1   // doctor found a critical problem
+	exitUsage       = 2   // bad flags, arguments or environment
+	exitNotAcquired = 75  // EX_TEMPFAIL: the lock is held by another lease
+	exitLeaseLost   = 124 // the lease was lost (run: the command was terminated)
+	exitInternal    = 125 // fencelock failed: Redis unreachable, protocol error
+	exitCannotExec  = 126 // the command was found but could not be started
+	exitNotFound    = 127 // the command was not found
+)
+
+const exitCodesHelp = `Exit status:
+  0    success (run: the command's own status passes through, and a
+       command killed by a signal gives 128+signal, as in the shell)
+  1    doctor found a critical problem
+  2    usage error: bad flags, arguments or environment
+  75   not acquired: another lease holds the lock (after --wait), or
+       fencelock was interrupted before COMMAND started
+  124  the lease was lost; run terminated the command (SIGTERM, then
+       SIGKILL after --grace); renew/release: the lease no longer holds
+       the lock
+  125  fencelock itself failed (Redis unreachable, unexpected reply)
+  126  run: the command was found but could not be started
+  127  run: the command was not found
+`
+
+const topUsage = `fencelock runs commands under Redis locks that issue fencing tokens.
+
+Usage:
+  fencelock run [flags] NAME -- COMMAND [ARG...]   run a command holding a lock
+  fencelock acquire [flags] NAME                   acquire; print the lease for eval
+  fencelock renew [flags] [NAME]                   renew a lease printed by acquire
+  fencelock release [flags] [NAME]                 release a lease printed by acquire
+  fencelock status [flags] NAME                    show a lock's holder, TTL, last token
+  fencelock doctor [flags]                         audit a Redis deployment for lock safety
+  fencelock demo [flags]                           watch a paused holder's stale write,
+                                                   unfenced and fenced
+  fencelock version                                print the version
+
+Run "fencelock COMMAND -h" for a command's flags.
+
+Connection (every command but demo and version):
+  --redis URL      or REDIS_URL; redis://[user:password@]host:port/db,
+                   rediss:// for TLS (default redis://127.0.0.1:6379)
+  REDIS_USERNAME, REDIS_PASSWORD
+                   ACL user and password, if the URL has none; keep secrets
+                   out of argv
+`
+
+func main() {
+	// go-redis logs dial failures on its own; fencelock reports errors itself.
+	redis.SetLogger(quietLogger{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// run is the command's entry point: it parses args (without the program
+// name), does the work and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{
+		stdin:   os.Stdin,
+		stdout:  stdout,
+		stderr:  stderr,
+		getenv:  os.Getenv,
+		environ: os.Environ,
+		notify:  notifySignals,
+	}
+	return c.main(ctx, args)
+}
+
+// cli holds what a command reads from and writes to the outside world, so
+// tests can run commands in parallel with their own environment, standard
+// input and signals.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	environ        func() []string
+	// notify starts delivering the signals that run forwards to its
+	// command; stop ends it.
+	notify func(chan<- os.Signal) (stop func())
+}
+
+func notifySignals(c chan<- os.Signal) func() {
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	return func() { signal.Stop(c) }
+}
+
+func (c *cli) main(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, topUsage)
+		fmt.Fprint(c.stderr, "\n"+exitCodesHelp)
+		return exitUsage
+	}
+	cmds := map[string]func(context.Context, []string) int{
+		"run":     c.run,
+		"acquire": c.acquire,
+		"renew":   c.renew,
+		"release": c.release,
+		"status":  c.status,
+		"doctor":  c.doctor,
+		"demo":    c.demo,
+		"version": c.version,
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(c.stdout, topUsage)
+		fmt.Fprint(c.stdout, "\n"+exitCodesHelp)
+		return exitOK
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(c.stderr, "fencelock: unknown command %q\n\n%s", args[0], topUsage)
+		return exitUsage
+	}
+	return cmd(ctx, args[1:])
+}
+
+// A usageError is one that the user should fix in the command line or the
+// environment; it exits with exitUsage.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+func isUsage(err error) bool {
+	var u usageError
+	return errors.As(err, &u)
+}
+
+// fail reports err on stderr, prefixed with the command name, and returns
+// code.
+func (c *cli) fail(cmd string, code int, err error) int {
+	fmt.Fprintf(c.stderr, "fencelock %s: %v\n", cmd, err)
+	return code
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/redistest"
+)
+
+// childEnv selects what the test binary does when run re-executes it as
+// COMMAND, as os/exec's own tests do.
+const childEnv = "FENCELOCK_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// child is COMMAND in the tests. It writes what the test waits for to
+// stdout, which run copies into the test's buffer.
+func child(mode string) int {
+	switch mode {
+	case "env": // print what fencelock put in the environment
+		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET"} {
+			if v, ok := os.LookupEnv(k); ok {
+				fmt.Printf("%s=%s\n", k, v)
+			}
+		}
+		return 0
+	case "exit": // exit with the status in FENCELOCK_TEST_CODE
+		n, err := strconv.Atoi(os.Getenv("FENCELOCK_TEST_CODE"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 99
+		}
+		return n
+	case "ignore-term": // survive SIGTERM; only SIGKILL ends it
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+		time.Sleep(time.Hour)
+		return 0
+	case "trap": // report the first signal, exit 3
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		fmt.Println("ready")
+		s := <-c
+		fmt.Printf("got %v\n", s)
+		return 3
+	}
+	fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, mode)
+	return 99
+}
+
+// output is a concurrency-safe buffer that tests can wait on.
+type output struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+}
+
+func newOutput() *output { return &output{changed: make(chan struct{})} }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	close(o.changed)
+	o.changed = make(chan struct{})
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor waits until the output contains s, failing the test after a
+// generous timeout. Call it from the test goroutine only.
+func (o *output) waitFor(t *testing.T, s string) {
+	t.Helper()
+	timeout := time.NewTimer(15 * time.Second)
+	defer timeout.Stop()
+	for {
+		o.mu.Lock()
+		has, changed := strings.Contains(o.buf.String(), s), o.changed
+		o.mu.Unlock()
+		if has {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("output never contained %q; got:\n%s", s, o.String())
+		}
+	}
+}
+
+// harness runs the command in-process with its own environment, standard
+// input and signal channel, so tests can run in parallel.
+type harness struct {
+	t              *testing.T
+	env            map[string]string // what getenv sees; nothing from the real environment
+	childEnv       []string          // added to the real environment for COMMAND
+	stdin          string
+	stdout, stderr *output
+	sigc           chan chan<- os.Signal // run's signal channel, once it asks for one
+}
+
+func newHarness(t *testing.T) *harness {
+	return &harness{
+		t:      t,
+		env:    map[string]string{},
+		stdout: newOutput(),
+		stderr: newOutput(),
+		sigc:   make(chan chan<- os.Signal, 1),
+	}
+}
+
+func (h *harness) cli() *cli {
+	return &cli{
+		stdin:   strings.NewReader(h.stdin),
+		stdout:  h.stdout,
+		stderr:  h.stderr,
+		getenv:  func(k string) string { return h.env[k] },
+		environ: func() []string { return append(os.Environ(), h.childEnv...) },
+		notify: func(c chan<- os.Signal) func() {
+			h.sigc <- c
+			return func() {}
+		},
+	}
+}
+
+// run runs the command to completion and returns its exit status.
+func (h *harness) run(args ...string) int {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.t.Context(), 60*time.Second)
+	defer cancel()
+	code := h.cli().main(ctx, args)
+	h.t.Logf("fencelock %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, h.stdout, h.stderr)
+	return code
+}
+
+// start runs the command in a goroutine; the returned channel yields its
+// exit status.
+func (h *harness) start(args ...string) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		done <- h.cli().main(h.t.Context(), args)
+	}()
+	return done
+}
+
+// exit waits for a started command's status, bounded.
+func (h *harness) exit(done <-chan int) int {
+	h.t.Helper()
+	select {
+	case code := <-done:
+		h.t.Logf("exit %d\nstdout:\n%s\nstderr:\n%s", code, h.stdout, h.stderr)
+		return code
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("command did not exit within 30s\nstdout:\n%s\nstderr:\n%s", h.stdout, h.stderr)
+		return -1
+	}
+}
+
+// signal delivers s to the running command as if fencelock had received it.
+func (h *harness) signal(s os.Signal) {
+	h.t.Helper()
+	select {
+	case c := <-h.sigc:
+		c <- s
+		h.sigc <- c
+	case <-time.After(15 * time.Second):
+		h.t.Fatalf("run never subscribed to signals")
+	}
+}
+
+func redisURL(s *redistest.Server) string { return "redis://" + s.Addr() }
+
+// self is COMMAND in run's tests: this test binary, in child mode.
+func (h *harness) self(mode string) []string {
+	h.childEnv = append(h.childEnv, childEnv+"="+mode)
+	return []string{os.Args[0], "-test.run=^$"}
+}

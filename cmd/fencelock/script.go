@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/redis/go-redis/v9"
+)
+
+// leaseInfo is what acquire prints, and what renew and release read back.
+type leaseInfo struct {
+	Name   string `json:"name"`
+	Token  int64  `json:"token"`
+	Lease  string `json:"lease"`
+	Fence  string `json:"fence"`
+	Secret string `json:"secret"`
+	TTLms  int64  `json:"ttl_ms"`
+}
+
+const acquireAbout = `Acquire the lock NAME (waiting up to --wait) and print the lease as
+shell assignments for eval, or as JSON with --json:
+
+  FENCELOCK_NAME    the lock name
+  FENCELOCK_TOKEN   the fencing token: send it with every write
+  FENCELOCK_LEASE   the public lease ID
+  FENCELOCK_FENCE   the fence text form, for a Fencing-Token header
+  FENCELOCK_SECRET  the owner secret: whoever has it can renew and release
+                    the lock. Keep it out of logs and command lines.
+  FENCELOCK_TTL     the TTL, so that a later renew uses the same one
+
+Nothing renews the lease after acquire exits: call "fencelock renew" well
+within the TTL (every TTL/3, say), and "fencelock release" when done.
+
+  eval "$(fencelock acquire --export --ttl 60s nightly)" || exit
+  ... fencelock renew ...
+  fencelock release`
+
+func (c *cli) acquire(ctx context.Context, args []string) int {
+	var (
+		cn     conn
+		wait   time.Duration
+		asJSON bool
+		export bool
+	)
+	cmd := c.command("acquire", "[flags] NAME", acquireAbout)
+	cn.addConn(cmd)
+	cn.addTTL(cmd)
+	cmd.fs.DurationVar(&wait, "wait", 0, "how long to wait for the lock (a `duration`); 0 makes one attempt")
+	cmd.fromEnv("wait", "FENCELOCK_WAIT")
+	cmd.fs.BoolVar(&asJSON, "json", false, "print JSON instead of shell assignments")
+	cmd.fs.BoolVar(&export, "export", false, "prefix each assignment with export, so that later commands see them")
+	pos, _, dashes, err := cmd.parse(args)
+	if err == nil {
+		err = oneName(pos, dashes)
+	}
+	if err == nil && wait < 0 {
+		err = usageErrorf("--wait %v is negative", wait)
+	}
+	var opts *redis.Options
+	if err == nil {
+		opts, err = cn.check(c.getenv)
+	}
+	if err != nil {
+		return cmd.exit(err)
+	}
+	locks, rdb := cn.locks(opts, false)
+	defer rdb.Close()
+	lease, code := c.acquireLease(ctx, "acquire", locks, pos[0], wait)
+	if lease == nil {
+		return code
+	}
+	info := leaseInfo{
+		Name:   lease.Name(),
+		Token:  lease.Token(),
+		Lease:  lease.ID(),
+		Fence:  lease.Fence().String(),
+		Secret: lease.Secret(),
+		TTLms:  cn.ttl.Milliseconds(),
+	}
+	if asJSON {
+		b, _ := json.Marshal(info)
+		fmt.Fprintf(c.stdout, "%s\n", b)
+		return exitOK
+	}
+	fmt.Fprint(c.stdout,
+		shellAssign(export, "FENCELOCK_NAME", info.Name),
+		shellAssign(export, "FENCELOCK_TOKEN", strconv.FormatInt(info.Token, 10)),
+		shellAssign(export, "FENCELOCK_LEASE", info.Lease),
+		shellAssign(export, "FENCELOCK_FENCE", info.Fence),
+		shellAssign(export, "FENCELOCK_SECRET", info.Secret),
+		shellAssign(export, "FENCELOCK_TTL", cn.ttl.String()),
+	)
+	return exitOK
+}
+
+const leaseInputHelp = `The lease comes from the environment that "eval $(fencelock acquire ...)"
+sets (FENCELOCK_SECRET, FENCELOCK_TOKEN, FENCELOCK_NAME), or, when
+FENCELOCK_SECRET is not set, from standard input: acquire's output (shell
+or JSON), or the secret alone on one line. NAME defaults to
+FENCELOCK_NAME. The secret is never taken from the command line.`
+
+func (c *cli) renew(ctx context.Context, args []string) int {
+	return c.attached(ctx, "renew", args, `Renew a lease printed by "fencelock acquire": extend its TTL if it still
+holds the lock. A lock that is gone or held by another lease is never
+re-created: renew then exits with 124.
+
+`+leaseInputHelp, func(ctx context.Context, l *fencelock.Lease) error { return l.Renew(ctx) })
+}
+
+func (c *cli) release(ctx context.Context, args []string) int {
+	return c.attached(ctx, "release", args, `Release a lease printed by "fencelock acquire": delete the lock if the
+lease still holds it. If the lease was lost, the lock is left alone and
+release exits with 124.
+
+`+leaseInputHelp, func(ctx context.Context, l *fencelock.Lease) error { return l.Release(ctx) })
+}
+
+// attached runs renew or release on a lease rebuilt from its secret.
+func (c *cli) attached(ctx context.Context, name string, args []string, about string, do func(context.Context, *fencelock.Lease) error) int {
+	var cn conn
+	cmd := c.command(name, "[flags] [NAME]", about)
+	cn.addConn(cmd)
+	cn.addTTL(cmd)
+	pos, _, dashes, err := cmd.parse(args)
+	if err == nil && (len(pos) > 1 || dashes) {
+		err = usageErrorf("want at most one NAME")
+	}
+	var opts *redis.Options
+	if err == nil {
+		opts, err = cn.check(c.getenv)
+	}
+	var info leaseInfo
+	if err == nil {
+		info, err = c.leaseInput(pos)
+	}
+	if err != nil {
+		return cmd.exit(err)
+	}
+	locks, rdb := cn.locks(opts, false)
+	defer rdb.Close()
+	lease, err := locks.Attach(info.Name, info.Secret, info.Token)
+	if err != nil {
+		return cmd.exit(usageError{err})
+	}
+	if err := do(ctx, lease); err != nil {
+		if errors.Is(err, fencelock.ErrLeaseLost) {
+			return c.fail(name, exitLeaseLost, err)
+		}
+		return c.fail(name, exitInternal, err)
+	}
+	return exitOK
+}
+
+// leaseInput finds the lease for renew and release: NAME from pos or
+// the environment, the rest from the environment or standard input.
+func (c *cli) leaseInput(pos []string) (leaseInfo, error) {
+	var info leaseInfo
+	info.Name = c.getenv("FENCELOCK_NAME")
+	token := c.getenv("FENCELOCK_TOKEN")
+	if info.Secret = c.getenv("FENCELOCK_SECRET"); info.Secret == "" {
+		if f, ok := c.stdin.(*os.File); ok && isTerminal(f) {
+			return info, usageErrorf("no lease: set FENCELOCK_SECRET (eval the output of acquire) or pipe acquire's output to standard input")
+		}
+		in, err := io.ReadAll(io.LimitReader(c.stdin, 1<<16))
+		if err != nil {
+			return info, fmt.Errorf("standard input: %w", err)
+		}
+		got, err := parseLeaseInput(string(in))
+		if err != nil {
+			return info, usageErrorf("standard input: %v", err)
+		}
+		info.Secret = got.Secret
+		if got.Name != "" {
+			info.Name = got.Name
+		}
+		if got.Token != 0 {
+			token = strconv.FormatInt(got.Token, 10)
+		}
+	}
+	if len(pos) == 1 {
+		if info.Name != "" && info.Name != pos[0] {
+			return info, usageErrorf("NAME %q is not the lease's lock %q", pos[0], info.Name)
+		}
+		info.Name = pos[0]
+	}
+	switch {
+	case info.Name == "":
+		return info, usageErrorf("missing NAME (or FENCELOCK_NAME)")
+	case info.Secret == "":
+		return info, usageErrorf("no lease secret in FENCELOCK_SECRET or standard input")
+	case token == "":
+		return info, usageErrorf("missing FENCELOCK_TOKEN")
+	}
+	n, err := strconv.ParseInt(token, 10, 64)
+	if err != nil || n <= 0 {
+		return info, usageErrorf("FENCELOCK_TOKEN %q is not a positive integer", token)
+	}
+	info.Token = n
+	return info, nil
+}
+
+// parseLeaseInput reads acquire's output, shell or JSON, or a bare secret.
+func parseLeaseInput(s string) (leaseInfo, error) {
+	var info leaseInfo
+	t := strings.TrimSpace(s)
+	switch {
+	case t == "":
+		return info, errors.New("empty")
+	case strings.HasPrefix(t, "{"):
+		if err := json.Unmarshal([]byte(t), &info); err != nil {
+			return info, fmt.Errorf("JSON: %v", err)
+		}
+		if info.Token < 0 {
+			return info, fmt.Errorf("token %d is not positive", info.Token)
+		}
+	case strings.Contains(t, "="):
+		vars, err := parseShellAssignments(s)
+		if err != nil {
+			return info, err
+		}
+		info.Name, info.Secret = vars["FENCELOCK_NAME"], vars["FENCELOCK_SECRET"]
+		if tok := vars["FENCELOCK_TOKEN"]; tok != "" {
+			n, err := strconv.ParseInt(tok, 10, 64)
+			if err != nil || n <= 0 {
+				return info, fmt.Errorf("FENCELOCK_TOKEN %q is not a positive integer", tok)
+			}
+			info.Token = n
+		}
+	case strings.ContainsAny(t, "\n\t "):
+		return info, errors.New("want acquire's output or the secret alone")
+	default:
+		info.Secret = t
+	}
+	if info.Secret == "" {
+		return info, errors.New("no FENCELOCK_SECRET")
+	}
+	return info, nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+const statusAbout = `Show who holds the lock NAME: the holder's public lease ID, the lock's
+remaining TTL, and the last token issued for NAME. It never shows the
+holder's secret. Exits 0 whether or not the lock is held.`
+
+// lockStatus is what status prints.
+type lockStatus struct {
+	Name  string `json:"name"`
+	Held  bool   `json:"held"`
+	Lease string `json:"lease,omitempty"`
+	TTLms int64  `json:"ttl_ms,omitempty"`
+	Token int64  `json:"token"` // last issued, 0 if none is stored
+}
+
+func (c *cli) status(ctx context.Context, args []string) int {
+	var (
+		cn     conn
+		asJSON bool
+	)
+	cmd := c.command("status", "[flags] NAME", statusAbout)
+	cn.addConn(cmd)
+	cmd.fs.BoolVar(&asJSON, "json", false, "print JSON")
+	pos, _, dashes, err := cmd.parse(args)
+	if err == nil {
+		err = oneName(pos, dashes)
+	}
+	if err == nil {
+		err = validName(pos[0])
+	}
+	var opts *redis.Options
+	if err == nil {
+		opts, err = cn.check(c.getenv)
+	}
+	if err != nil {
+		return cmd.exit(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	st, err := readStatus(ctx, rdb, &cn, pos[0])
+	if err != nil {
+		return c.fail("status", exitInternal, err)
+	}
+	if asJSON {
+		b, _ := json.Marshal(st)
+		fmt.Fprintf(c.stdout, "%s\n", b)
+		return exitOK
+	}
+	held, lease, ttl, token := "no", "-", "-", "none"
+	if st.Held {
+		held, lease = "yes", st.Lease
+		ttl = (time.Duration(st.TTLms) * time.Millisecond).String()
+		if st.TTLms < 0 {
+			ttl = "none (the lock never expires: it was not set by fencelock)"
+		}
+	}
+	if st.Token > 0 {
+		token = strconv.FormatInt(st.Token, 10)
+	}
+	fmt.Fprintf(c.stdout, "lock   %s\nheld   %s\nlease  %s\nttl    %s\ntoken  %s (last issued)\n", st.Name, held, lease, ttl, token)
+	return exitOK
+}
+
+// readStatus reads the lock and its token counter in one transaction.
+func readStatus(ctx context.Context, rdb *redis.Client, cn *conn, name string) (lockStatus, error) {
+	st := lockStatus{Name: name}
+	var owner *redis.StringCmd
+	var pttl *redis.DurationCmd
+	var token *redis.StringCmd
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		owner = p.Get(ctx, cn.lockKey(name))
+		pttl = p.PTTL(ctx, cn.lockKey(name))
+		token = p.Get(ctx, cn.tokenKey(name))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return st, fmt.Errorf("status %q: %w", name, err)
+	}
+	if secret, err := owner.Result(); err == nil {
+		st.Held = true
+		st.Lease = fencelock.LeaseID(secret) // the secret goes no further
+		if d := pttl.Val(); d >= 0 {
+			st.TTLms = d.Milliseconds()
+		} else {
+			st.TTLms = -1
+		}
+	} else if !errors.Is(err, redis.Nil) {
+		return st, fmt.Errorf("status %q: lock key: %w", name, err)
+	}
+	if s, err := token.Result(); err == nil {
+		if st.Token, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return st, fmt.Errorf("status %q: token key holds %q, not a token", name, s)
+		}
+	} else if !errors.Is(err, redis.Nil) {
+		return st, fmt.Errorf("status %q: token key: %w", name, err)
+	}
+	return st, nil
+}
+
+// oneName checks that the positional arguments are exactly one NAME.
+func oneName(pos []string, dashes bool) error {
+	switch {
+	case len(pos) == 0:
+		return usageErrorf("missing lock NAME")
+	case len(pos) > 1 || dashes:
+		return usageErrorf("want exactly one NAME")
+	}
+	return nil
+}
+
+// validName mirrors the library's rule for lock names, for commands that
+// read a lock without going through the library.
+func validName(name string) error {
+	if name == "" || len(name) > fencelock.MaxNameLen {
+		return usageErrorf("lock name length %d not in [1, %d]", len(name), fencelock.MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e || c == '{' || c == '}' {
+			return usageErrorf("lock name %q: byte %#x is not printable ASCII other than braces", name, c)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/redistest"
+)
+
+// acquireVars runs acquire and returns what it printed, parsed.
+func acquireVars(t *testing.T, s *redistest.Server, args ...string) map[string]string {
+	t.Helper()
+	h := newHarness(t)
+	if code := h.run(append([]string{"acquire", "--redis", redisURL(s)}, args...)...); code != 0 {
+		t.Fatalf("acquire exit = %d, want 0", code)
+	}
+	vars, err := parseShellAssignments(h.stdout.String())
+	if err != nil {
+		t.Fatalf("parse acquire output: %v\n%s", err, h.stdout)
+	}
+	return vars
+}
+
+func TestAcquireRenewRelease(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	ctx := t.Context()
+	vars := acquireVars(t, s, "--ttl", "3s", "script-job")
+
+	stored := rdb.Get(ctx, "fencelock:{script-job}:token").Val()
+	if got := vars["FENCELOCK_TOKEN"]; got != stored {
+		t.Errorf("FENCELOCK_TOKEN = %q, want the stored token %q", got, stored)
+	}
+	if got, want := vars["FENCELOCK_SECRET"], rdb.Get(ctx, "fencelock:{script-job}").Val(); got != want {
+		t.Errorf("FENCELOCK_SECRET is not the lock's owner value")
+	}
+	if got, want := vars["FENCELOCK_LEASE"], fencelock.LeaseID(vars["FENCELOCK_SECRET"]); got != want {
+		t.Errorf("FENCELOCK_LEASE = %q, want %q", got, want)
+	}
+	f, err := fence.Parse(vars["FENCELOCK_FENCE"])
+	if err != nil || f.Lock != "script-job" || strconv.FormatInt(f.Token, 10) != stored || f.Lease != vars["FENCELOCK_LEASE"] {
+		t.Errorf("FENCELOCK_FENCE = %q (%+v, %v), want lock, token and lease of the acquisition", vars["FENCELOCK_FENCE"], f, err)
+	}
+	if got := vars["FENCELOCK_TTL"]; got != "3s" {
+		t.Errorf("FENCELOCK_TTL = %q, want 3s", got)
+	}
+
+	// A later process of the same script renews with a longer TTL, taking
+	// the lease from the environment.
+	h := newHarness(t)
+	h.env = vars
+	if code := h.run("renew", "--redis", redisURL(s), "--ttl", "20s"); code != 0 {
+		t.Fatalf("renew exit = %d, want 0", code)
+	}
+	if pttl := rdb.PTTL(ctx, "fencelock:{script-job}").Val(); pttl <= 3*time.Second {
+		t.Errorf("PTTL after renew --ttl 20s = %v, want > 3s", pttl)
+	}
+
+	h = newHarness(t)
+	h.env = vars
+	if code := h.run("release", "--redis", redisURL(s), "script-job"); code != 0 {
+		t.Fatalf("release exit = %d, want 0", code)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{script-job}").Val(); n != 0 {
+		t.Errorf("lock exists after release")
+	}
+
+	// The lease is gone now: renew and release say so, and renew does not
+	// re-create the lock.
+	for _, cmd := range []string{"renew", "release"} {
+		h = newHarness(t)
+		h.env = vars
+		if code := h.run(cmd, "--redis", redisURL(s)); code != exitLeaseLost {
+			t.Errorf("%s after release: exit = %d, want %d", cmd, code, exitLeaseLost)
+		}
+	}
+	if n := rdb.Exists(ctx, "fencelock:{script-job}").Val(); n != 0 {
+		t.Errorf("lock exists after a renew of a released lease; renew must not re-create it")
+	}
+}
+
+func TestRelease_stdin(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	for _, form := range []string{"shell", "json", "bare"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			name := "stdin-" + form
+			h := newHarness(t)
+			args := []string{"acquire", "--redis", redisURL(s), name}
+			if form == "json" {
+				args = append(args[:1], append([]string{"--json"}, args[1:]...)...)
+			}
+			if code := h.run(args...); code != 0 {
+				t.Fatalf("acquire exit = %d", code)
+			}
+			out := h.stdout.String()
+
+			r := newHarness(t)
+			switch form {
+			case "shell", "json":
+				r.stdin = out
+			case "bare": // the secret alone, the token from the environment
+				vars, err := parseShellAssignments(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.stdin = vars["FENCELOCK_SECRET"] + "\n"
+				r.env = map[string]string{"FENCELOCK_TOKEN": vars["FENCELOCK_TOKEN"]}
+			}
+			if form == "json" {
+				var info leaseInfo
+				if err := json.Unmarshal([]byte(out), &info); err != nil || info.Secret == "" || info.Token <= 0 || info.Name != name {
+					t.Fatalf("acquire --json = %s (%v), want name, token and secret", out, err)
+				}
+			}
+			if code := r.run("release", "--redis", redisURL(s), name); code != 0 {
+				t.Fatalf("release < %s exit = %d, want 0", form, code)
+			}
+			if n := rdb.Exists(t.Context(), "fencelock:{"+name+"}").Val(); n != 0 {
+				t.Errorf("lock exists after release")
+			}
+		})
+	}
+}
+
+func TestRenew_lost(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	vars := acquireVars(t, s, "gone")
+	rdb.Del(t.Context(), "fencelock:{gone}")
+	h := newHarness(t)
+	h.env = vars
+	if code := h.run("renew", "--redis", redisURL(s)); code != exitLeaseLost {
+		t.Errorf("renew of a deleted lock: exit = %d, want %d", code, exitLeaseLost)
+	}
+	if !strings.Contains(h.stderr.String(), "lease lost") {
+		t.Errorf("renew stderr = %q, want the cause", h.stderr)
+	}
+}
+
+func TestAcquire_held(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	acquireVars(t, s, "held")
+	h := newHarness(t)
+	if code := h.run("acquire", "--redis", redisURL(s), "held"); code != exitNotAcquired {
+		t.Errorf("acquire of a held lock: exit = %d, want %d", code, exitNotAcquired)
+	}
+	if out := h.stdout.String(); out != "" {
+		t.Errorf("acquire of a held lock printed %q, want nothing", out)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	h := newHarness(t)
+	if code := h.run("status", "--redis", redisURL(s), "--json", "report"); code != 0 {
+		t.Fatalf("status of a free lock: exit = %d", code)
+	}
+	var st lockStatus
+	if err := json.Unmarshal([]byte(h.stdout.String()), &st); err != nil || st.Held || st.Token != 0 {
+		t.Errorf("status --json of a never-taken lock = %s (%v), want held false, token 0", h.stdout, err)
+	}
+
+	vars := acquireVars(t, s, "--ttl", "30s", "report")
+	for _, asJSON := range []bool{false, true} {
+		h := newHarness(t)
+		args := []string{"status", "--redis", redisURL(s), "report"}
+		if asJSON {
+			args = []string{"status", "--json", "--redis", redisURL(s), "report"}
+		}
+		if code := h.run(args...); code != 0 {
+			t.Fatalf("status exit = %d", code)
+		}
+		out := h.stdout.String()
+		if strings.Contains(out, vars["FENCELOCK_SECRET"]) {
+			t.Fatalf("status printed the owner secret: %s", out)
+		}
+		if !asJSON {
+			for _, want := range []string{"held   yes", "lease  " + vars["FENCELOCK_LEASE"], "token  " + vars["FENCELOCK_TOKEN"]} {
+				if !strings.Contains(out, want) {
+					t.Errorf("status output = %q, want %q", out, want)
+				}
+			}
+			continue
+		}
+		var st lockStatus
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		token, _ := strconv.ParseInt(vars["FENCELOCK_TOKEN"], 10, 64)
+		if !st.Held || st.Lease != vars["FENCELOCK_LEASE"] || st.Token != token || st.TTLms <= 0 || st.TTLms > 30000 {
+			t.Errorf("status --json = %+v, want held by lease %s, token %d, ttl in (0, 30s]", st, vars["FENCELOCK_LEASE"], token)
+		}
+	}
+}
+
+func TestScriptCommands_usage(t *testing.T) {
+	t.Parallel()
+	const url = "redis://127.0.0.1:1" // nothing listens: usage errors come first
+	for _, tc := range []struct {
+		env   map[string]string
+		stdin string
+		args  []string
+	}{
+		{args: []string{"acquire", "--redis", url}},
+		{args: []string{"acquire", "--redis", url, "a", "b"}},
+		{args: []string{"acquire", "--redis", url, "--wait", "-1s", "a"}},
+		{args: []string{"acquire", "--redis", url, "a{b"}},
+		{args: []string{"status", "--redis", url}},
+		{args: []string{"status", "--redis", url, "a}b"}},
+		{args: []string{"renew", "--redis", url, "a"}},                                        // no secret anywhere
+		{stdin: "s3cret", args: []string{"renew", "--redis", url, "a"}},                       // no token
+		{stdin: "FENCELOCK_SECRET=$(rm -rf /)", args: []string{"renew", "--redis", url, "a"}}, // not data
+		{env: map[string]string{"FENCELOCK_SECRET": "s", "FENCELOCK_TOKEN": "x"}, args: []string{"release", "--redis", url, "a"}},
+		{env: map[string]string{"FENCELOCK_SECRET": "s", "FENCELOCK_TOKEN": "1", "FENCELOCK_NAME": "a"}, args: []string{"release", "--redis", url, "b"}},
+		{env: map[string]string{"FENCELOCK_SECRET": "s", "FENCELOCK_TOKEN": "1"}, args: []string{"release", "--redis", url}}, // no name
+		{env: map[string]string{"FENCELOCK_SECRET": "s", "FENCELOCK_TOKEN": "1"}, args: []string{"release", "--redis", url, "a", "b"}},
+	} {
+		h := newHarness(t)
+		h.env, h.stdin = tc.env, tc.stdin
+		if h.env == nil {
+			h.env = map[string]string{}
+		}
+		if got := h.run(tc.args...); got != exitUsage {
+			t.Errorf("fencelock %q (env %v, stdin %q): exit = %d, want %d", tc.args, tc.env, tc.stdin, got, exitUsage)
+		}
+	}
+}
+
+// What acquire prints must mean the same to a real shell as to
+// parseShellAssignments.
+func TestShellAssign_sh(t *testing.T) {
+	t.Parallel()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	values := []string{"", "plain", "with space", "it's", `"double"`, "$HOME `id` $(id)", "a\nb", "back\\slash", "ünïcode", "1764431234567890;lock=\"a b\";lease=\"x\"", "'", "''", "*?[", "~", "#not-a-comment"}
+	var script strings.Builder
+	for i, v := range values {
+		script.WriteString(shellAssign(i%2 == 0, "V"+strconv.Itoa(i), v))
+	}
+	var printf strings.Builder
+	printf.WriteString(`eval "$(cat)"; printf '%s\0'`)
+	for i := range values {
+		printf.WriteString(` "$V` + strconv.Itoa(i) + `"`)
+	}
+	cmd := exec.Command(sh, "-c", printf.String())
+	cmd.Stdin = strings.NewReader(script.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sh: %v", err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	vars, err := parseShellAssignments(script.String())
+	if err != nil {
+		t.Fatalf("parseShellAssignments: %v", err)
+	}
+	for i, want := range values {
+		if i >= len(got) || got[i] != want {
+			t.Errorf("sh read V%d as %q, want %q", i, got[min(i, len(got)-1)], want)
+		}
+		if p := vars["V"+strconv.Itoa(i)]; p != want {
+			t.Errorf("parseShellAssignments read V%d as %q, want %q", i, p, want)
+		}
+	}
+}
+
+func TestParseShellAssignments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want map[string]string
+	}{
+		{"A=1\nB='x y'\n", map[string]string{"A": "1", "B": "x y"}},
+		{"# comment\n\nexport A=a\\ b  # trailing\n", map[string]string{"A": "a b"}},
+		{`A="q\"\$x"`, map[string]string{"A": `q"$x`}},
+		{"A='it'\\''s'", map[string]string{"A": "it's"}},
+		{"A=\r\nB=2\r\n", map[string]string{"A": "", "B": "2"}},
+	} {
+		got, err := parseShellAssignments(tc.in)
+		if err != nil || len(got) != len(tc.want) {
+			t.Errorf("parseShellAssignments(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("parseShellAssignments(%q)[%s] = %q, want %q", tc.in, k, got[k], v)
+			}
+		}
+	}
+	for _, in := range []string{"A", "=1", "A=$x", "A=`id`", `A="$x"`, "A='open", `A="open`, "A=1; rm x", "A=1 B=2", "1A=x", "A=x\\"} {
+		if got, err := parseShellAssignments(in); err == nil {
+			t.Errorf("parseShellAssignments(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+func FuzzShellRoundTrip(f *testing.F) {
+	for _, s := range []string{"", "a", "it's", "a\nb", "$(x)", "\\", "\"", "'\\''"} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, v string, export bool) {
+		line := shellAssign(export, "FENCELOCK_X", v)
+		vars, err := parseShellAssignments(line)
+		if err != nil {
+			t.Fatalf("parseShellAssignments(%q): %v", line, err)
+		}
+		if got := vars["FENCELOCK_X"]; got != v {
+			t.Fatalf("round trip of %q via %q = %q", v, line, got)
+		}
+	})
+}
+
+func FuzzParseLeaseInput(f *testing.F) {
+	for _, s := range []string{
+		"FENCELOCK_NAME=a\nFENCELOCK_TOKEN=5\nFENCELOCK_SECRET=s\n",
+		`{"name":"a","token":5,"secret":"s"}`,
+		"s3cret\n",
+		"export FENCELOCK_SECRET='x y'",
+		"FENCELOCK_TOKEN=-1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		info, err := parseLeaseInput(in)
+		if err == nil && info.Secret == "" {
+			t.Fatalf("parseLeaseInput(%q) = %+v, nil; want a secret or an error", in, info)
+		}
+		if err == nil && info.Token < 0 {
+			t.Fatalf("parseLeaseInput(%q) accepted token %d", in, info.Token)
+		}
+	})
+}
