@@ -19,7 +19,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -164,11 +163,6 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usageErrorf(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
-}
-
-func isUsage(err error) bool {
-	var u usageError
-	return errors.As(err, &u)
 }
 
 // fail reports err on stderr, prefixed with the command name, and returns

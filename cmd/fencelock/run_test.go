@@ -231,7 +231,7 @@ func TestRun_usageFromEnv(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"run", "acquire", "renew", "release", "status", "doctor", "version"} {
+	for _, cmd := range []string{"run", "acquire", "renew", "release", "status", "doctor", "demo", "version"} {
 		h := newHarness(t)
 		if got := h.run(cmd, "-h"); got != 0 {
 			t.Errorf("fencelock %s -h: exit = %d, want 0", cmd, got)
