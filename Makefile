@@ -7,10 +7,11 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: demo test lint bench redis databases
 
-# The first command a newcomer runs: the runnable examples against a
-# redis-server they start themselves.
+# The first command a newcomer runs: a paused lock holder's stale write,
+# accepted without fencing and rejected with it, on a redis-server that
+# fencelock demo starts (and stops) itself.
 demo: redis
-	go test -count=1 -run '^Example' -v .
+	go run ./cmd/fencelock demo
 
 # The test command the README gives and .ci/run calls.
 test: redis databases
