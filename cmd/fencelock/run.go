@@ -44,6 +44,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		wait       time.Duration
 		grace      time.Duration
 		foreground bool
+		metricsAt  string
 	)
 	cmd := c.command("run", "[flags] NAME -- COMMAND [ARG...]", runAbout)
 	cn.addConn(cmd)
@@ -53,6 +54,8 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	cmd.fs.DurationVar(&grace, "grace", 10*time.Second, "`duration` between SIGTERM and SIGKILL when the lease is lost")
 	cmd.fromEnv("grace", "FENCELOCK_GRACE")
 	cmd.fs.BoolVar(&foreground, "foreground", false, "keep COMMAND in fencelock's process group, so it can read the terminal")
+	cmd.fs.StringVar(&metricsAt, "metrics-addr", "", "serve Prometheus metrics of the lease at http://`addr`/metrics while COMMAND runs")
+	cmd.fromEnv("metrics-addr", "FENCELOCK_METRICS_ADDR")
 	pos, argv, dashes, err := cmd.parse(args)
 	if err == nil {
 		switch {
@@ -88,6 +91,16 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	child := exec.Command(argv[0], argv[1:]...)
 	if child.Err != nil {
 		return c.fail("run", execExit(child.Err), child.Err)
+	}
+
+	if metricsAt != "" {
+		m := newMetrics(name)
+		stop, err := serveMetrics(metricsAt, m)
+		if err != nil {
+			return cmd.exit(usageError{err})
+		}
+		defer stop()
+		cn.hooks = m.hooks()
 	}
 
 	locks, rdb := cn.locks(opts, true)
