@@ -1,0 +1,103 @@
+package sqlfence_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/fencelock/fencelock/fence/sqlfence"
+)
+
+// database is one of the databases the tests run on.
+type database struct {
+	name    string
+	dialect sqlfence.Dialect
+	open    func(t testing.TB) *sql.DB
+}
+
+var databases = []database{
+	{"Postgres", sqlfence.Postgres, openPostgres},
+	{"MySQL", sqlfence.MySQL, openMySQL},
+	{"SQLite", sqlfence.SQLite, openSQLite},
+}
+
+func openPostgres(t testing.TB) *sql.DB {
+	return openServer(t, "pgx", "FENCELOCK_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+}
+
+func openMySQL(t testing.TB) *sql.DB {
+	return openServer(t, "mysql", "FENCELOCK_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test")
+}
+
+// openServer opens the database named by the environment variable env,
+// or dsn, and fails the test if it does not answer: CI starts the
+// servers, so a missing one is an error, not a reason to skip.
+func openServer(t testing.TB, driver, env, dsn string) *sql.DB {
+	t.Helper()
+	if v := os.Getenv(env); v != "" {
+		dsn = v
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatalf("sql.Open(%q, %s=%q): %v", driver, env, dsn, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("database %q unreachable: %v\n(set %s to a reachable database, or start the server: scripts/start-databases)", dsn, err, env)
+	}
+	return db
+}
+
+// openSQLite opens a new SQLite database in a temporary directory, with
+// the busy timeout the package doc asks for.
+func openSQLite(t testing.TB) *sql.DB {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fence.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatalf("sql.Open(sqlite): %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newStore returns a migrated Store on tables of its own, dropped at
+// cleanup, so parallel and repeated runs never share a table.
+func newStore(t testing.TB, db *sql.DB, d sqlfence.Dialect) (*sqlfence.Store, string) {
+	t.Helper()
+	table := "fence_" + randomHex(6)
+	s, err := sqlfence.New(db, d, table)
+	if err != nil {
+		t.Fatalf("New(%v, %q): %v", d, table, err)
+	}
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	t.Cleanup(func() { dropTables(t, db, table, table+"_values") })
+	return s, table
+}
+
+func dropTables(t testing.TB, db *sql.DB, tables ...string) {
+	for _, table := range tables {
+		if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table); err != nil {
+			t.Errorf("DROP TABLE %s: %v", table, err)
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,252 @@
+// Package sqlfence fences access to a SQL database through database/sql:
+// a fence table, Tx to run the caller's own statements in the same
+// transaction as the fence check, and a fence.Store over a table of
+// values. It imports no driver; pick one and a Dialect.
+//
+// # Why it is atomic
+//
+// Each resource has one row in the fence table. A fenced access is one
+// transaction that first locks that row, then reads the fence, applies
+// fence.Check, records the new fence, runs the access and commits. The
+// lock is held until commit, so a concurrent access to the same resource
+// waits, then reads the fence the first one recorded: no check can be
+// separated from its write.
+//
+//   - PostgreSQL: SELECT ... FOR UPDATE locks the row; after waiting, it
+//     returns the latest committed version even under READ COMMITTED.
+//     Under REPEATABLE READ or SERIALIZABLE a concurrent change fails
+//     the transaction with a serialization error instead: safe, but to
+//     be retried by the caller.
+//   - MySQL and MariaDB (InnoDB): SELECT ... FOR UPDATE locks the row and
+//     is a locking read, which sees the latest committed version even
+//     under REPEATABLE READ. The consistent snapshot of the caller's
+//     plain SELECTs is taken at their first read, after the lock.
+//   - SQLite: there are no row locks, but a single writer. The
+//     transaction's first statement is a write, which takes the write
+//     lock (as BEGIN IMMEDIATE would) before the fence is read. Open the
+//     database with a busy timeout (modernc.org/sqlite:
+//     _pragma=busy_timeout(5000)), or concurrent writers fail with
+//     SQLITE_BUSY instead of waiting.
+//
+// A resource's row is created, with no fence (token 0), by its first
+// access, in a statement of its own before the transaction: creating it
+// there does not decide anything, and it keeps the transaction free of
+// insert locks, which deadlock easily on MySQL.
+//
+// Only statements run inside Tx are fenced. Anything that writes the
+// protected tables outside it, or reads there what it will act on, is
+// not protected.
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Store is a fence table in a SQL database, and a fence.Store over a
+// table of values next to it. It is safe for concurrent use.
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+	table   string
+	q       queries
+}
+
+var _ fence.Store = (*Store)(nil)
+
+// tableName is what New accepts: a plain identifier, so that it needs no
+// quoting, short enough that table+"_values" is within every database's
+// limit (PostgreSQL's 63 bytes).
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+// New returns a Store whose fences are in table and whose values (for
+// Put, Get, Load and Delete) are in table_values, both in db. Nothing is
+// created until Migrate. The table name must be a plain identifier
+// (letters, digits, underscore; at most 48 bytes).
+func New(db *sql.DB, d Dialect, table string) (*Store, error) {
+	if d < Postgres || d > SQLite {
+		return nil, fmt.Errorf("sqlfence: unknown %v", d)
+	}
+	if !tableName.MatchString(table) {
+		return nil, fmt.Errorf("sqlfence: table name %q is not a plain identifier of at most 48 bytes", table)
+	}
+	return &Store{db: db, dialect: d, table: table, q: newQueries(d, table)}, nil
+}
+
+// Migrate creates the fence table and the value table if they do not
+// exist. The fence table has one row per resource:
+//
+//	resource   the resource name, as bytes (BYTEA, VARBINARY(1024), BLOB)
+//	lock_name  the lock of the current fence, '' for none
+//	token      the current token, 0 for none
+//	lease      the lease of the current fence, '' for none
+//
+// On MySQL a resource name is at most 1024 bytes.
+func (s *Store) Migrate(ctx context.Context) error {
+	for _, q := range []string{s.q.createFences, s.q.createValues} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("sqlfence: migrate %s: %w", s.table, err)
+		}
+	}
+	return nil
+}
+
+// Tx runs fn in a transaction in which f has been accepted and recorded
+// as the fence of resource, and commits if fn returns nil. The statements
+// fn runs through its *sql.Tx are thereby fenced: no access with an older
+// fence can commit after them. If f is refused, Tx returns an error
+// wrapping fence.ErrStale (a *fence.StaleError) or fence.ErrInvalid
+// without calling fn. If fn returns an error, or panics, the transaction
+// is rolled back, f is not recorded, and fn's error is returned as is.
+// fn must not commit or roll back the transaction itself.
+func (s *Store) Tx(ctx context.Context, resource string, f fence.Fence, fn func(*sql.Tx) error) error {
+	return s.tx(ctx, "tx", resource, f, fn)
+}
+
+// errNoRow says that a resource has no fence row yet.
+var errNoRow = errors.New("no fence row")
+
+func (s *Store) tx(ctx context.Context, op, resource string, f fence.Fence, fn func(*sql.Tx) error) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("sqlfence: %s %q: %w", op, resource, err)
+	}
+	key := bytesOf(resource)
+	err := s.attempt(ctx, key, f, fn)
+	if errors.Is(err, errNoRow) {
+		if _, err = s.db.ExecContext(ctx, s.q.ensure, key); err == nil {
+			err = s.attempt(ctx, key, f, fn)
+		}
+	}
+	var fnErr fnError
+	if errors.As(err, &fnErr) {
+		return fnErr.err
+	}
+	if err != nil {
+		return fmt.Errorf("sqlfence: %s %q: %w", op, resource, err)
+	}
+	return nil
+}
+
+// fnError marks an error returned by the caller's function, which Tx
+// returns unwrapped.
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+
+// attempt is one transaction of Tx. It returns errNoRow, before calling
+// fn, if the resource has no fence row.
+func (s *Store) attempt(ctx context.Context, key []byte, f fence.Fence, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback() // a rollback error leaves nothing to undo
+		}
+	}()
+	if s.q.writeLock != "" {
+		if _, err := tx.ExecContext(ctx, s.q.writeLock, key); err != nil {
+			return err
+		}
+	}
+	var cur fence.Fence
+	err = tx.QueryRowContext(ctx, s.q.current, key).Scan(&cur.Lock, &cur.Token, &cur.Lease)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errNoRow
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Token == 0 {
+		cur = fence.Fence{}
+	}
+	if err := fence.Check(cur, f); err != nil {
+		return err
+	}
+	if cur != f {
+		if _, err := tx.ExecContext(ctx, s.q.record, f.Lock, f.Token, f.Lease, key); err != nil {
+			return err
+		}
+	}
+	if err := fn(tx); err != nil {
+		return fnError{err}
+	}
+	committed = true
+	return tx.Commit()
+}
+
+// Put implements fence.Store.
+func (s *Store) Put(ctx context.Context, resource string, f fence.Fence, value []byte) error {
+	return s.tx(ctx, "put", resource, f, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q.putValue, bytesOf(resource), nonNil(value))
+		return wrap("put", resource, err)
+	})
+}
+
+// Get implements fence.Store.
+func (s *Store) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
+	var value []byte
+	err := s.tx(ctx, "get", resource, f, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, s.q.getValue, bytesOf(resource)).Scan(&value)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return wrap("get", resource, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return value, nil
+}
+
+// Delete implements fence.Store.
+func (s *Store) Delete(ctx context.Context, resource string, f fence.Fence) error {
+	return s.tx(ctx, "delete", resource, f, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q.deleteValue, bytesOf(resource))
+		return wrap("delete", resource, err)
+	})
+}
+
+// Load implements fence.Store. The fence and the value are read by one
+// statement, so they belong to the same moment.
+func (s *Store) Load(ctx context.Context, resource string) ([]byte, fence.Fence, error) {
+	var cur fence.Fence
+	var value []byte
+	err := s.db.QueryRowContext(ctx, s.q.load, bytesOf(resource)).Scan(&cur.Lock, &cur.Token, &cur.Lease, &value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fence.Fence{}, nil
+	}
+	if err != nil {
+		return nil, fence.Fence{}, fmt.Errorf("sqlfence: load %q: %w", resource, err)
+	}
+	if cur.Token == 0 {
+		cur = fence.Fence{}
+	}
+	return value, cur, nil
+}
+
+func wrap(op, resource string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sqlfence: %s %q: %w", op, resource, err)
+}
+
+// bytesOf returns a resource name as a non-nil []byte: drivers send a nil
+// slice as NULL, which would not match the empty name.
+func bytesOf(resource string) []byte { return append([]byte{}, resource...) }
+
+// nonNil returns b, or an empty slice for nil, for the same reason.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
