@@ -20,7 +20,14 @@ import (
 // COMMAND, as os/exec's own tests do.
 const childEnv = "FENCELOCK_TEST_CHILD"
 
+// mainEnv makes the test binary act as the fencelock command itself.
+const mainEnv = "FENCELOCK_TEST_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) != "" {
+		os.Unsetenv(mainEnv) // COMMAND, started by this main, is a child
+		main()
+	}
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(child(mode))
 	}
@@ -47,7 +54,7 @@ func child(mode string) int {
 		return n
 	case "ignore-term": // survive SIGTERM; only SIGKILL ends it
 		signal.Ignore(syscall.SIGTERM)
-		fmt.Println("ready")
+		fmt.Printf("ready %d\n", os.Getpid())
 		time.Sleep(time.Hour)
 		return 0
 	case "trap": // report the first signal, exit 3

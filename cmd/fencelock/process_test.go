@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/redistest"
+)
+
+// These tests run fencelock as a real process (this test binary in
+// main mode), so real signals go through main's handling.
+
+// startFencelock starts fencelock with args; COMMAND is this binary in
+// child mode. It returns the process and a reader of its stdout.
+func startFencelock(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), mainEnv+"=1", childEnv+"="+mode)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("fencelock stderr:\n%s", stderr.String())
+		}
+	})
+	return cmd, bufio.NewReader(out)
+}
+
+// readLine reads one line of output, failing the test if none comes.
+func readLine(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	line := make(chan string, 1)
+	go func() {
+		s, _ := r.ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case s := <-line:
+		return s
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no output within 15s")
+		return ""
+	}
+}
+
+// waitExit waits for cmd, bounded, and returns its exit status.
+func waitExit(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("wait: %v", err)
+		}
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fencelock did not exit within 30s")
+		return -1
+	}
+}
+
+func TestProcess_forwardsSignals(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			cmd, out := startFencelock(t, "trap", "run", "--redis", redisURL(s), "proc-"+strconv.Itoa(int(sig)), "--", os.Args[0])
+			if got := readLine(t, out); got != "ready" {
+				t.Fatalf("COMMAND said %q, want ready", got)
+			}
+			cmd.Process.Signal(sig)
+			if got, want := readLine(t, out), "got "+sig.String(); got != want {
+				t.Errorf("COMMAND said %q, want %q", got, want)
+			}
+			if got := waitExit(t, cmd); got != 3 {
+				t.Errorf("fencelock exit = %d, want the command's 3", got)
+			}
+		})
+	}
+}
+
+// When the lease is lost, the whole process group of COMMAND stops: here
+// a shell's child that ignores SIGTERM outlives the shell, and is killed
+// when --grace runs out.
+func TestProcess_lostLeaseKillsGroup(t *testing.T) {
+	t.Parallel()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	s := redistest.New(t)
+	cmd, out := startFencelock(t, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "900ms", "--grace", "300ms", "group",
+		"--", sh, "-c", `"$0" & wait`, os.Args[0])
+	line := readLine(t, out)
+	pid, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
+	if err != nil {
+		t.Fatalf("grandchild said %q, want ready PID", line)
+	}
+	if err := s.Client(t).Del(t.Context(), "fencelock:{group}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitExit(t, cmd); got != exitLeaseLost {
+		t.Errorf("fencelock exit = %d, want %d", got, exitLeaseLost)
+	}
+	// fencelock has sent SIGKILL before exiting; the orphan may linger
+	// briefly as a zombie until init reaps it.
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("grandchild %d still running after fencelock exited", pid)
+		}
+		time.Sleep(10 * time.Millisecond) // polls the kernel: no event to wait on
+	}
+}
+
+// alive reports whether pid runs (exists and is not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil && !errors.Is(err, os.ErrNotExist)
+	}
+	// pid (comm) state ...
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
