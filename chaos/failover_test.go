@@ -1,0 +1,173 @@
+package chaos_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/chaos"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// idle answers the holders' reads with no fault for d.
+func idle(r *run, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case ev := <-r.reads:
+			ev.reply <- nil
+		}
+	}
+}
+
+// idleUntil answers reads with no fault until cond holds, polled, or
+// bound passes; it reports whether cond held.
+func idleUntil(r *run, bound time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		idle(r, ttl/5)
+	}
+	return true
+}
+
+// failover is the nemesis of the failover scenarios: it cuts the master
+// off from its replicas, waits for a holder to read the counter under a
+// lease taken after the cut (a lease only the master knows of), stalls
+// that holder, crashes the master, waits for a replica to take over and
+// for a newer holder to read the counter, and then lets the stalled
+// holder write with its old fence. The old master restarts empty and
+// rejoins as a replica.
+type failover struct {
+	master func(r *run) *redistest.Server                        // the lock's master now
+	wait   func(r *run, old *redistest.Server) *redistest.Server // the new master
+}
+
+func (fo failover) nemesis(r *run) {
+	t := r.t
+	idle(r, between(r.rand, 2, 6))
+	m := fo.master(r)
+	m.BlockReplication(t)
+	var ev readEvent
+	got := false
+	select {
+	case ev = <-r.reads:
+		got = true
+	case <-time.After(2 * time.Second):
+	}
+	var stall chan struct{}
+	if got {
+		stall = make(chan struct{})
+		ev.reply <- stall
+	}
+	m.Kill(t)
+	fo.wait(r, m)
+	if got {
+		r.faults++
+		idleUntil(r, 10*time.Second, func() bool {
+			return r.rec.Any(func(op chaos.Op) bool {
+				return op.Input.Resource == chaos.Counter && op.Input.Op == chaos.OpGet &&
+					op.Output.Result == chaos.ResultOK && op.Input.Fence.Token > ev.fence.Token
+			})
+		})
+		close(stall)
+	}
+	m.Start(t) // empty: nothing was saved; it rejoins as a replica
+	idle(r, 6*ttl)
+}
+
+// TestSentinelFailover crashes a Sentinel group's master whose replicas
+// were cut off, so the lock and the token counter that the new master
+// has lag behind: two holders may then both believe they hold the lock.
+func TestSentinelFailover(t *testing.T) {
+	runScenario(t, scenario{name: "sentinel-failover", adapter: "memory", shortRuns: 1, setup: func(t *testing.T) *world {
+		g := redistest.NewSentinelGroup(t)
+		noSyncDelay(t, g.Servers...)
+		var clients []*fencelock.Client
+		for range holderCount {
+			o := redisOptions("")
+			rdb := g.Client(t, &redis.FailoverOptions{
+				DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+				ContextTimeoutEnabled: true, PoolSize: o.PoolSize,
+			})
+			clients = append(clients, lockClient(rdb))
+		}
+		var master *redistest.Server
+		fo := failover{
+			master: func(r *run) *redistest.Server { return g.Master(r.t) },
+			wait: func(r *run, old *redistest.Server) *redistest.Server {
+				master = g.WaitFailover(r.t, old)
+				return master
+			},
+		}
+		return &world{
+			lock:     func(i int) *fencelock.Client { return clients[i] },
+			resource: memoryResource,
+			holders:  goroutineHolders,
+			nemesis:  fo.nemesis,
+			settle: func(t *testing.T) {
+				if master != nil {
+					redistest.WaitReplicasInSync(t, master, 2)
+				}
+			},
+		}
+	}})
+}
+
+// TestClusterFailover does the same to the Cluster master that serves the
+// lock's slot.
+func TestClusterFailover(t *testing.T) {
+	runScenario(t, scenario{name: "cluster-failover", adapter: "memory", shortRuns: 1, setup: func(t *testing.T) *world {
+		c := redistest.NewCluster(t)
+		noSyncDelay(t, c.Servers...)
+		var clients []*fencelock.Client
+		for range holderCount {
+			o := redisOptions("")
+			rdb := c.Client(t, &redis.ClusterOptions{
+				DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+				ContextTimeoutEnabled: true, PoolSize: o.PoolSize,
+			})
+			clients = append(clients, lockClient(rdb))
+		}
+		var master *redistest.Server
+		key := func(r *run) string { return "{" + r.name + "}" }
+		fo := failover{
+			master: func(r *run) *redistest.Server { return c.MasterOf(r.t, key(r)) },
+			wait: func(r *run, old *redistest.Server) *redistest.Server {
+				master = c.WaitFailover(r.t, key(r), old)
+				return master
+			},
+		}
+		return &world{
+			lock:     func(i int) *fencelock.Client { return clients[i] },
+			resource: memoryResource,
+			holders:  goroutineHolders,
+			nemesis:  fo.nemesis,
+			settle: func(t *testing.T) {
+				if master != nil {
+					c.WaitHealthy(t)
+					redistest.WaitReplicasInSync(t, master, 1)
+				}
+			},
+		}
+	}})
+}
+
+// noSyncDelay makes the servers, when masters, start a full sync to a
+// (re)joining replica at once rather than after the default 5 s.
+func noSyncDelay(t *testing.T, servers ...*redistest.Server) {
+	for _, s := range servers {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		err := rdb.ConfigSet(t.Context(), "repl-diskless-sync-delay", "0").Err()
+		rdb.Close()
+		if err != nil {
+			t.Fatalf("CONFIG SET repl-diskless-sync-delay on %s: %v", s.Addr(), err)
+		}
+	}
+}

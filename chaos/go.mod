@@ -1,0 +1,15 @@
+module github.com/fencelock/fencelock/chaos
+
+go 1.26.0
+
+require github.com/fencelock/fencelock v0.0.0
+
+require (
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace github.com/fencelock/fencelock => ..

@@ -1,0 +1,513 @@
+package chaos_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/chaos"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	seedFlag = flag.Uint64("chaos.seed", 0, "replay one run per mode with this seed (env CHAOS_SEED)")
+	runsFlag = flag.Int("chaos.runs", 0, "long mode: randomized runs per scenario and mode, and print a table (env CHAOS_RUNS)")
+	keepFlag = flag.String("chaos.keep", "", "write the history and visualization of every run that violated an invariant under this directory (env CHAOS_KEEP)")
+)
+
+// Timing of every run. The TTL is short so that a run of about a second
+// sees many leases come and go.
+const (
+	ttl         = 50 * time.Millisecond
+	runFor      = time.Second
+	opTimeout   = 2 * ttl
+	checkBound  = 20 * time.Second // porcupine's bound per history
+	holderCount = 3
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	redis.SetLogger(quietLogger{}) // faults make go-redis log; the runs report
+	if *seedFlag == 0 {
+		if s, err := strconv.ParseUint(os.Getenv("CHAOS_SEED"), 10, 64); err == nil {
+			*seedFlag = s
+		}
+	}
+	if *runsFlag == 0 {
+		if n, err := strconv.Atoi(os.Getenv("CHAOS_RUNS")); err == nil {
+			*runsFlag = n
+		}
+	}
+	if *keepFlag == "" {
+		*keepFlag = os.Getenv("CHAOS_KEEP")
+	}
+	code := m.Run()
+	if *runsFlag > 0 {
+		printTable(os.Stdout)
+	}
+	os.Exit(code)
+}
+
+// A scenario is one kind of fault, injected into runs of both modes:
+// fenced (the adapter's real store) and unfenced (chaos.Plain).
+type scenario struct {
+	name    string
+	adapter string // the resource the holders write to
+	// shortRuns is the number of runs per mode in short mode.
+	shortRuns int
+	// setup starts the servers once per test; every run then uses its
+	// own lock name and a new resource.
+	setup func(t *testing.T) *world
+}
+
+// world is what a scenario's runs share.
+type world struct {
+	// lock returns holder i's lock client.
+	lock func(i int) *fencelock.Client
+	// resource makes the run's resource and each holder's view of it.
+	resource func(r *run) (j *chaos.Journal, view func(i int) fence.Store)
+	// holders starts the holders, by default goroutines; it returns when
+	// they are all done, after stop is closed.
+	holders func(r *run, stop <-chan struct{})
+	// nemesis injects faults until the run should end, then heals them
+	// all. It runs in the test goroutine.
+	nemesis func(r *run)
+	// settle, if set, restores the deployment between runs.
+	settle func(t *testing.T)
+}
+
+// run is one randomized run.
+type run struct {
+	t      *testing.T
+	w      *world
+	seed   uint64
+	fenced bool
+	name   string // the lock name
+	rand   *rand.Rand
+	rec    *chaos.Recorder
+	j      *chaos.Journal
+	view   func(i int) fence.Store
+	reads  chan readEvent
+	faults int
+}
+
+// readEvent tells the nemesis that a holder has just read the counter
+// with its fence and is about to compute for a while; the nemesis replies
+// with a channel the holder must wait on before writing (nil: none).
+type readEvent struct {
+	client  int
+	fence   fence.Fence
+	compute time.Duration
+	reply   chan (<-chan struct{})
+}
+
+// afterRead offers a read to the nemesis, if it is listening.
+func (r *run) afterRead(client int, f fence.Fence, compute time.Duration) <-chan struct{} {
+	ev := readEvent{client: client, fence: f, compute: compute, reply: make(chan (<-chan struct{}), 1)}
+	select {
+	case r.reads <- ev:
+		return <-ev.reply
+	default:
+		return nil
+	}
+}
+
+// tally adds up the runs of one scenario and mode for the table.
+type tally struct {
+	scenario, adapter, mode                       string
+	runs, faults, ops, accepted, stale, violating int
+	timeouts                                      int
+	byInvariant                                   map[string]int
+	elapsed                                       time.Duration
+}
+
+var (
+	tablesMu sync.Mutex
+	tables   []*tally
+)
+
+// runScenario runs sc's runs in both modes and asserts: no fenced run
+// violates an invariant, and the unfenced runs violate one in a clear
+// majority (the negative control: the checks can fail).
+func runScenario(t *testing.T, sc scenario) {
+	w := sc.setup(t)
+	if t.Failed() {
+		return
+	}
+	runs := sc.shortRuns
+	replay := *seedFlag != 0
+	switch {
+	case replay:
+		runs = 1
+	case *runsFlag > 0:
+		runs = *runsFlag
+	}
+	base := rand.Uint64() >> 16
+	for _, fenced := range []bool{true, false} {
+		mode := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
+		tl := &tally{scenario: sc.name, adapter: sc.adapter, mode: mode, byInvariant: map[string]int{}}
+		start := time.Now()
+		for i := range runs {
+			seed := base + uint64(i)
+			if replay {
+				seed = *seedFlag
+			}
+			rep, r := oneRun(t, w, seed, fenced)
+			if t.Failed() && rep == nil {
+				return // the deployment broke; already reported
+			}
+			tl.runs++
+			tl.faults += r.faults
+			tl.ops += rep.Ops
+			tl.accepted += rep.Accepted
+			tl.stale += rep.Stale
+			if rep.Timeout {
+				tl.timeouts++
+			}
+			if rep.Violated() {
+				tl.violating++
+				for inv, n := range rep.Violations {
+					tl.byInvariant[inv] += n
+				}
+			}
+			line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d unknown=%d violations=%v",
+				sc.name, mode, i, seed, r.faults, rep.Ops, rep.Accepted, rep.Stale, rep.Unknown, rep.Violations)
+			t.Log(line)
+			if *runsFlag > 0 {
+				fmt.Println(line)
+			}
+			if fenced && rep.Violated() {
+				t.Errorf("%s fenced run seed=%d violated %v, want none:\n\t%s\nreplay: go test -run '^%s$' -chaos.seed=%d",
+					sc.name, seed, rep.Violations, strings.Join(rep.Details, "\n\t"), t.Name(), seed)
+			}
+		}
+		tl.elapsed = time.Since(start)
+		tablesMu.Lock()
+		tables = append(tables, tl)
+		tablesMu.Unlock()
+		if !fenced && !replay {
+			// The negative control must find violations in ≥ 60% of runs.
+			if got, want := tl.violating, (runs*6+9)/10; got < want {
+				t.Errorf("%s unfenced: %d of %d runs violated an invariant, want at least %d (the checks must be able to fail)",
+					sc.name, got, runs, want)
+			}
+		}
+	}
+}
+
+// oneRun runs holders against the resource while the nemesis injects
+// faults, then checks the history.
+func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *run) {
+	t.Helper()
+	r := &run{
+		t:      t,
+		w:      w,
+		seed:   seed,
+		fenced: fenced,
+		name:   fmt.Sprintf("chaos-%d-%t", seed, fenced),
+		rand:   rand.New(rand.NewPCG(seed, 0)),
+		rec:    &chaos.Recorder{},
+		reads:  make(chan readEvent),
+	}
+	r.j, r.view = w.resource(r)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.holders(r, stop)
+	}()
+	w.nemesis(r)
+	close(stop)
+	<-done
+	if w.settle != nil {
+		w.settle(t)
+	}
+	h := r.rec.History()
+	if ops := r.j.Ops(); len(ops) > 0 {
+		h.Resource = ops
+	}
+	h.Final = map[string]chaos.Final{}
+	for _, res := range []string{chaos.Counter, chaos.Note} {
+		v, f, err := r.j.Load(context.Background(), res)
+		if err != nil {
+			t.Errorf("Load(%q) error = %v", res, err)
+			return nil, r
+		}
+		h.Final[res] = chaos.Final{Value: string(v), Present: v != nil, Fence: f}
+	}
+	rep := chaos.Check(h, checkBound)
+	if rep.Violated() && (fenced || *keepFlag != "") {
+		keep(t, r, h, rep)
+	}
+	return rep, r
+}
+
+// keep writes a violating run's history (JSON) and porcupine's
+// visualization, and logs where.
+func keep(t *testing.T, r *run, h chaos.History, rep *chaos.Report) {
+	dir := *keepFlag
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "chaos-"); err != nil {
+			t.Errorf("keep: %v", err)
+			return
+		}
+	}
+	base := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), map[bool]string{true: "fenced", false: "unfenced"}[r.fenced], r.seed))
+	if err := h.WriteJSON(base + ".json"); err != nil {
+		t.Errorf("keep: %v", err)
+	}
+	if rep.Info != nil {
+		if err := porcupine.VisualizePath(chaos.FencedRegister, *rep.Info, base+".html"); err != nil {
+			t.Errorf("keep: %v", err)
+		}
+	}
+	t.Logf("wrote history to %s.json and visualization to %s.html", base, base)
+}
+
+// goroutineHolders runs holderCount holders in this process.
+func goroutineHolders(r *run, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range holderCount {
+		h := &chaos.Holder{
+			ID:        i,
+			Lock:      r.w.lock(i),
+			Name:      r.name,
+			Store:     r.view(i),
+			Rec:       r.rec,
+			Rand:      rand.New(rand.NewPCG(r.seed, uint64(i)+1)),
+			TTL:       ttl,
+			OpTimeout: opTimeout,
+			AfterRead: r.afterRead,
+		}
+		wg.Go(func() { h.Run(ctx) })
+	}
+	<-stop
+	cancel()
+	wg.Wait()
+}
+
+// memoryResource is fence.Memory (or, unfenced, chaos.Plain) in this
+// process, journaled.
+func memoryResource(r *run) (*chaos.Journal, func(int) fence.Store) {
+	j := &chaos.Journal{Store: &fence.Memory{}}
+	if !r.fenced {
+		j.Store = &chaos.Plain{}
+	}
+	return j, func(int) fence.Store { return j }
+}
+
+// httpResource serves each run's journaled store over HTTP on one
+// loopback server; with proxied, every holder reaches it through its own
+// proxy (for delayed requests). Requests go to the store of the run whose
+// lock name their fence carries: a request delayed past the end of its
+// run must not land in the next one.
+type httpResource struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	run     map[string]*chaos.Journal
+	proxies []*redistest.Proxy
+	clients []*http.Client
+	urls    []string
+}
+
+func newHTTPResource(t *testing.T, proxied bool) *httpResource {
+	hr := &httpResource{run: map[string]*chaos.Journal{}}
+	hr.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		f, err := fence.Parse(req.Header.Get("Fence"))
+		hr.mu.Lock()
+		j := hr.run[f.Lock]
+		hr.mu.Unlock()
+		if err != nil || j == nil {
+			http.Error(w, "no such run", http.StatusNotFound)
+			return
+		}
+		chaos.HTTPHandler(j).ServeHTTP(w, req)
+	}))
+	t.Cleanup(hr.srv.Close)
+	for range holderCount {
+		addr := strings.TrimPrefix(hr.srv.URL, "http://")
+		if proxied {
+			p := redistest.NewProxy(t, addr)
+			hr.proxies = append(hr.proxies, p)
+			addr = p.Addr()
+		}
+		c := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}}
+		t.Cleanup(c.CloseIdleConnections)
+		hr.clients = append(hr.clients, c)
+		hr.urls = append(hr.urls, "http://"+addr)
+	}
+	return hr
+}
+
+func (hr *httpResource) resource(r *run) (*chaos.Journal, func(int) fence.Store) {
+	j, _ := memoryResource(r)
+	hr.mu.Lock()
+	hr.run[r.name] = j
+	hr.mu.Unlock()
+	return j, func(i int) fence.Store { return &chaos.HTTPStore{URL: hr.urls[i], Client: hr.clients[i]} }
+}
+
+// lockClients returns holder i's lock client over rdbs[i].
+func lockClient(rdb redis.UniversalClient) *fencelock.Client {
+	return fencelock.New(rdb, lockOptions())
+}
+
+func lockOptions() *fencelock.Options {
+	return &fencelock.Options{TTL: ttl, RetryInterval: 10 * time.Millisecond}
+}
+
+// redisOptions are go-redis options for a lock connection that notices
+// faults within the TTL's order of magnitude.
+func redisOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		DialTimeout:           10 * ttl,
+		ReadTimeout:           10 * ttl,
+		WriteTimeout:          10 * ttl,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		PoolSize:              4,
+	}
+}
+
+// fault is a fault the targeted nemesis aims at a holder that has just
+// read the counter.
+type fault struct {
+	// longOnly aims only at holders about to compute for longer than
+	// the TTL: a fault that ends a lease matters only to a holder still
+	// working when a newer holder writes.
+	longOnly bool
+	// stall keeps the victim waiting before its write until the fault
+	// is healed.
+	stall bool
+	// hold returns how long the fault lasts.
+	hold func(r *rand.Rand) time.Duration
+	// inject and heal run in the test goroutine.
+	inject func(t *testing.T, victim int)
+	heal   func(t *testing.T, victim int)
+}
+
+// between returns a random duration in [lo, hi) TTLs.
+func between(r *rand.Rand, lo, hi float64) time.Duration {
+	return time.Duration((lo + r.Float64()*(hi-lo)) * float64(ttl))
+}
+
+// targeted is the nemesis of most scenarios: for runFor, it aims f at a
+// holder that has just read the counter (with probability 3/4, one
+// fault at a time), heals it after f.hold, and heals everything at the
+// end. Timers decide when faults end; nothing asserts on timing.
+func targeted(f fault) func(r *run) {
+	return func(r *run) {
+		end := time.NewTimer(runFor)
+		defer end.Stop()
+		var (
+			healC  <-chan time.Time
+			victim = -1
+			stall  chan struct{}
+		)
+		healNow := func() {
+			if victim >= 0 && f.heal != nil {
+				f.heal(r.t, victim)
+			}
+			if stall != nil {
+				close(stall)
+			}
+			victim, stall, healC = -1, nil, nil
+		}
+		defer healNow()
+		for {
+			select {
+			case <-end.C:
+				return
+			case <-healC:
+				healNow()
+			case ev := <-r.reads:
+				if victim >= 0 || (f.longOnly && ev.compute < ttl) || r.rand.IntN(4) == 0 {
+					ev.reply <- nil
+					continue
+				}
+				victim = ev.client
+				if f.stall {
+					stall = make(chan struct{})
+				}
+				f.inject(r.t, victim)
+				ev.reply <- stall
+				r.faults++
+				healC = time.After(f.hold(r.rand))
+			}
+		}
+	}
+}
+
+// standalone is a world with one lock Redis that every holder reaches
+// through its own proxy, and a resource in this process.
+type standalone struct {
+	srv     *redistest.Server
+	proxies []*redistest.Proxy
+	clients []*fencelock.Client
+}
+
+func newStandalone(t *testing.T) *standalone {
+	s := &standalone{srv: redistest.New(t)}
+	for range holderCount {
+		p := redistest.NewProxy(t, s.srv.Addr())
+		rdb := redis.NewClient(redisOptions(p.Addr()))
+		t.Cleanup(func() { rdb.Close() })
+		s.proxies = append(s.proxies, p)
+		s.clients = append(s.clients, lockClient(rdb))
+	}
+	return s
+}
+
+func (s *standalone) world(res func(*run) (*chaos.Journal, func(int) fence.Store), f fault) *world {
+	return &world{
+		lock:     func(i int) *fencelock.Client { return s.clients[i] },
+		resource: res,
+		holders:  goroutineHolders,
+		nemesis:  targeted(f),
+	}
+}
+
+func printTable(out *os.File) {
+	tablesMu.Lock()
+	defer tablesMu.Unlock()
+	slices.SortStableFunc(tables, func(a, b *tally) int { return strings.Compare(a.scenario, b.scenario) })
+	fmt.Fprintf(out, "\n%-22s %-9s %-9s %5s %7s %8s %9s %8s %10s %8s  %s\n",
+		"scenario", "adapter", "mode", "runs", "faults", "ops", "accepted", "stale", "violating", "time", "violations by invariant")
+	for _, tl := range tables {
+		var inv []string
+		for _, k := range chaos.Invariants {
+			if n := tl.byInvariant[k]; n > 0 {
+				inv = append(inv, fmt.Sprintf("%s=%d", k, n))
+			}
+		}
+		if tl.timeouts > 0 {
+			inv = append(inv, fmt.Sprintf("(porcupine timeouts: %d)", tl.timeouts))
+		}
+		fmt.Fprintf(out, "%-22s %-9s %-9s %5d %7d %8d %9d %8d %10d %8s  %s\n",
+			tl.scenario, tl.adapter, tl.mode, tl.runs, tl.faults, tl.ops, tl.accepted, tl.stale, tl.violating,
+			tl.elapsed.Round(time.Second), strings.Join(inv, " "))
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,82 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/chaos"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/redisfence"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestDelayedRequestRedis is TestDelayedRequest with the resource kept in
+// a Redis of its own by redisfence, reached by each holder through its
+// own proxy. The fence check runs inside Redis, so only the holders'
+// history is checked (there is no resource journal).
+func TestDelayedRequestRedis(t *testing.T) {
+	runScenario(t, scenario{name: "delayed-request", adapter: "redis", shortRuns: 3, setup: func(t *testing.T) *world {
+		s := newStandalone(t)
+		res := redistest.New(t)
+		direct := res.Client(t)
+		var proxied []*redis.Client
+		var proxies []*redistest.Proxy
+		for range holderCount {
+			p := redistest.NewProxy(t, res.Addr())
+			o := redisOptions(p.Addr())
+			o.ContextTimeoutEnabled = true
+			rdb := redis.NewClient(o)
+			t.Cleanup(func() { rdb.Close() })
+			proxies = append(proxies, p)
+			proxied = append(proxied, rdb)
+		}
+		store := func(r *run, rdb *redis.Client) fence.Store {
+			prefix := r.name + ":" // each run its own keys
+			if !r.fenced {
+				return &plainRedis{rdb: rdb, prefix: prefix}
+			}
+			return redisfence.New(rdb, &redisfence.Options{Prefix: prefix})
+		}
+		return s.world(func(r *run) (*chaos.Journal, func(int) fence.Store) {
+			// The journal is used only to Load the final state.
+			j := &chaos.Journal{Store: store(r, direct)}
+			return j, func(i int) fence.Store { return store(r, proxied[i]) }
+		}, fault{
+			hold:   func(r *rand.Rand) time.Duration { return between(r, 7, 8) },
+			inject: func(t *testing.T, v int) { proxies[v].SetLatency(6 * ttl) },
+			heal:   func(t *testing.T, v int) { proxies[v].SetLatency(0) },
+		})
+	}})
+}
+
+// plainRedis is the unfenced control for Redis: GET, SET and DEL that
+// ignore fences.
+type plainRedis struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+func (p *plainRedis) Put(ctx context.Context, resource string, f fence.Fence, value []byte) error {
+	return p.rdb.Set(ctx, p.prefix+resource, value, 0).Err()
+}
+
+func (p *plainRedis) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
+	v, err := p.rdb.Get(ctx, p.prefix+resource).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return v, err
+}
+
+func (p *plainRedis) Delete(ctx context.Context, resource string, f fence.Fence) error {
+	return p.rdb.Del(ctx, p.prefix+resource).Err()
+}
+
+func (p *plainRedis) Load(ctx context.Context, resource string) ([]byte, fence.Fence, error) {
+	v, err := p.Get(ctx, resource, fence.Fence{})
+	return v, fence.Fence{}, err
+}
