@@ -229,6 +229,8 @@ func (l *Lease) observeRenew(start time.Time, err error) {
 		}
 	case errors.Is(err, ErrLeaseLost):
 		// LeaseLost logged it.
+	case errors.Is(err, context.Canceled) && l.keeperCtx.Err() != nil:
+		// Release stopped the keeper mid-renewal: no failure.
 	default:
 		n := l.renewFailures.Add(1)
 		c.logger.LogAttrs(context.Background(), slog.LevelWarn, "fencelock: renew failed",
