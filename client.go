@@ -44,8 +44,9 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 	if rdb == nil {
 		err = errors.Join(err, fmt.Errorf("%w: nil Redis client", ErrInvalid))
 	}
-	c := &Client{cfg: cfg, err: err, hub: wakeHub{rdb: rdb}}
-	c.be = &node{rdb: rdb, cfg: &c.cfg}
+	c := &Client{cfg: cfg, err: err}
+	n := &node{rdb: rdb, cfg: &c.cfg}
+	c.be, c.hub = n, wakeHub{nodes: []*node{n}}
 	return c
 }
 

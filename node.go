@@ -33,6 +33,7 @@ type node struct {
 // without it would drop the TTL and make the lock permanent.
 type natives struct {
 	delex, delifeq bool
+	spublish       bool // sharded pub/sub (Redis >= 7.0), used on Cluster
 }
 
 func (n natives) setIFEQ() bool { return n.delex || n.delifeq }
@@ -45,12 +46,12 @@ func (n *node) natives(ctx context.Context) natives {
 	if n.detected {
 		return n.nat
 	}
-	reply, err := n.rdb.Do(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ").Slice()
-	if err != nil || len(reply) != 2 {
+	reply, err := n.rdb.Do(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ", "SPUBLISH").Slice()
+	if err != nil || len(reply) != 3 {
 		return natives{}
 	}
 	// An unknown command's entry is nil (RESP2 and RESP3 alike).
-	n.nat = natives{delex: reply[0] != nil, delifeq: reply[1] != nil}
+	n.nat = natives{delex: reply[0] != nil, delifeq: reply[1] != nil, spublish: reply[2] != nil}
 	n.detected = true
 	return n.nat
 }
@@ -63,7 +64,7 @@ func (n *node) acquire(ctx context.Context, name, owner string) (int64, time.Dur
 	}
 	reply, err := acquireScript.Run(ctx, n.rdb, keys, args...).Result()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, n.follow(ctx, err)
 	}
 	return parseAcquire(reply)
 }
@@ -73,10 +74,20 @@ func (n *node) acquire(ctx context.Context, name, owner string) (int64, time.Dur
 // acquisition too few replicas acknowledged is released again: its token
 // could be issued anew after a failover.
 func (n *node) acquireWait(ctx context.Context, name, owner string, keys []string, args []any) (int64, time.Duration, error) {
+	pipelined := n.rdb.Pipelined
+	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
+		// WAIT names no key: a cluster pipeline would send it to any
+		// master. Pipeline on the connection to the lock's master instead.
+		m, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return 0, 0, err
+		}
+		pipelined = m.Pipelined
+	}
 	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (any, int64, error) {
 		var script *redis.Cmd
 		wait := redis.NewIntCmd(ctx, "WAIT", n.cfg.minReplicas, n.cfg.replicaTimeout.Milliseconds())
-		n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		pipelined(ctx, func(p redis.Pipeliner) error {
 			script = eval(p)
 			p.Process(ctx, wait)
 			return nil
@@ -97,7 +108,7 @@ func (n *node) acquireWait(ctx context.Context, name, owner string, keys []strin
 		})
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, n.follow(ctx, err)
 	}
 	token, held, err := parseAcquire(reply)
 	if err != nil || token == 0 || acks >= int64(n.cfg.minReplicas) {
@@ -140,7 +151,30 @@ func (n *node) renew(ctx context.Context, name, owner string) (bool, error) {
 		return false, err
 	}
 	v, err := renewScript.Run(ctx, n.rdb, []string{key}, owner, ttl).Int64()
-	return v == 1, err
+	return v == 1, n.follow(ctx, err)
+}
+
+// follow returns err, after asking a Cluster client to reload its slot
+// map when err may come from a failover: go-redis reloads it on MOVED,
+// but not when the master it knows is gone and it does not retry on
+// another node (MaxRetries < 1), and would keep dialling the dead master.
+func (n *node) follow(ctx context.Context, err error) error {
+	if cc, ok := n.rdb.(*redis.ClusterClient); ok && err != nil && ctx.Err() == nil {
+		var rerr redis.Error
+		if !errors.As(err, &rerr) || redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MOVED") {
+			cc.ReloadState(ctx)
+		}
+	}
+	return err
+}
+
+// shardedPubSub reports whether releases publish, and waiters subscribe,
+// on the lock's shard (SPUBLISH, SSUBSCRIBE) rather than cluster-wide: on
+// a Cluster whose servers have sharded pub/sub. The channel shares the
+// lock's hash tag, so it lives in the lock's slot.
+func (n *node) shardedPubSub(ctx context.Context) bool {
+	_, cluster := n.rdb.(*redis.ClusterClient)
+	return cluster && n.natives(ctx).spublish
 }
 
 // release deletes the lock if owner holds it and wakes its waiters; it
@@ -148,9 +182,14 @@ func (n *node) renew(ctx context.Context, name, owner string) (bool, error) {
 func (n *node) release(ctx context.Context, name, owner string) (bool, error) {
 	key, channel := n.cfg.lockKey(name), n.cfg.channel(name)
 	nat := n.natives(ctx)
+	sharded := n.shardedPubSub(ctx)
 	if !nat.delex && !nat.delifeq {
-		v, err := releaseScript.Run(ctx, n.rdb, []string{key}, owner, channel).Int64()
-		return v == 1, err
+		publish := "PUBLISH"
+		if sharded {
+			publish = "SPUBLISH"
+		}
+		v, err := releaseScript.Run(ctx, n.rdb, []string{key}, owner, channel, publish).Int64()
+		return v == 1, n.follow(ctx, err)
 	}
 	// One round trip: the publish wakes waiters even if nothing was
 	// deleted, which costs them one attempt and is harmless.
@@ -161,7 +200,11 @@ func (n *node) release(ctx context.Context, name, owner string) (bool, error) {
 		} else {
 			del = p.Do(ctx, "DELIFEQ", key, owner)
 		}
-		p.Publish(ctx, channel, "")
+		if sharded {
+			p.SPublish(ctx, channel, "")
+		} else {
+			p.Publish(ctx, channel, "")
+		}
 		return nil
 	})
 	v, err := del.Int64()

@@ -1,12 +1,18 @@
 -- release.lua: owner-checked compare-and-delete, then wake the waiters.
 -- KEYS[1] lock key
--- ARGV[1] owner value, ARGV[2] channel that waiters subscribe to
+-- ARGV[1] owner value, ARGV[2] channel that waiters subscribe to (same
+--   hash tag as KEYS[1]), ARGV[3] 'SPUBLISH' to publish on the key's shard
+--   (Cluster with sharded pub/sub), else 'PUBLISH' or absent
 -- returns 1 if this owner's lock was deleted, 0 if the key is absent, held
 --   by another owner, or not a string (then nothing is changed).
 local t = redis.call('TYPE', KEYS[1]).ok
 if t == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '')
+  if ARGV[3] == 'SPUBLISH' then
+    redis.call('SPUBLISH', ARGV[2], '')
+  else
+    redis.call('PUBLISH', ARGV[2], '')
+  end
   return 1
 end
 return 0

@@ -13,19 +13,41 @@ import (
 // it, and a release's publish wakes every waiter of that lock. The
 // subscription (one connection and go-redis's reader goroutines) exists
 // only while someone waits, so an idle Client holds nothing open.
+//
+// A quorum Client listens on every node, since a release publishes on
+// each node where it deleted and any node may be down. On a Cluster whose
+// servers have sharded pub/sub (Redis >= 7.0), waiters SSUBSCRIBE on the
+// shard that holds the lock, and releases SPUBLISH there, instead of
+// broadcasting every release to every node. One sharded subscription
+// carries one channel: go-redis resubscribes all of a subscription's
+// channels in one command, which a Cluster refuses across slots.
 type wakeHub struct {
-	rdb redis.UniversalClient
+	nodes []*node
 
-	mu     sync.Mutex
-	ps     *redis.PubSub
-	exited chan struct{} // closed when the reader of ps has returned
-	chans  map[string]*wakeChan
+	mu    sync.Mutex
+	subs  map[wakeSubKey]*wakeSub
+	chans map[string]*wakeChan
+}
+
+// wakeSubKey names a subscription: a node's shared one (channel "") or a
+// sharded one for one channel.
+type wakeSubKey struct {
+	node    int
+	channel string
+}
+
+// wakeSub is one subscription (connection) and its reader.
+type wakeSub struct {
+	ps       *redis.PubSub
+	exited   chan struct{} // closed when the reader of ps has returned
+	channels int           // how many subscribed lock channels it carries
 }
 
 // wakeChan is one subscribed lock channel.
 type wakeChan struct {
 	refs  int
-	ready chan struct{} // closed once the server confirmed the subscription
+	subs  []wakeSubKey  // the subscriptions that carry it
+	ready chan struct{} // closed once a server confirmed the subscription
 	wake  chan struct{} // closed at the next publish, then replaced
 }
 
@@ -34,23 +56,46 @@ type wakeChan struct {
 // patience runs out: a waiter that could not subscribe still has its
 // fallback timer. The caller must leave.
 func (h *wakeHub) join(ctx context.Context, channel string, patience time.Duration) *wakeChan {
-	h.mu.Lock()
-	if h.ps == nil {
-		// The subscription outlives this caller's ctx: other waiters share it.
-		h.ps = h.rdb.Subscribe(context.WithoutCancel(ctx))
-		h.exited = make(chan struct{})
-		go h.read(h.ps.ChannelWithSubscriptions(), h.exited)
+	sharded := make([]bool, len(h.nodes))
+	for i, n := range h.nodes {
+		sharded[i] = n.shardedPubSub(ctx)
 	}
+	h.mu.Lock()
 	wc := h.chans[channel]
 	if wc == nil {
 		wc = &wakeChan{ready: make(chan struct{}), wake: make(chan struct{})}
 		if h.chans == nil {
 			h.chans = map[string]*wakeChan{}
+			h.subs = map[wakeSubKey]*wakeSub{}
 		}
 		h.chans[channel] = wc
-		// An error here (connection trouble) leaves ready open; go-redis
-		// resubscribes on reconnect, and waiters fall back to their timers.
-		h.ps.Subscribe(ctx, channel)
+		for i, n := range h.nodes {
+			key := wakeSubKey{node: i}
+			if sharded[i] {
+				key.channel = channel
+			}
+			s := h.subs[key]
+			// Errors below (connection trouble) leave ready open; go-redis
+			// resubscribes on reconnect, and waiters fall back to their
+			// timers. The subscription outlives this caller's ctx: other
+			// waiters share it.
+			switch {
+			case sharded[i]:
+				s = &wakeSub{ps: n.rdb.SSubscribe(context.WithoutCancel(ctx), channel)}
+			case s == nil:
+				s = &wakeSub{ps: n.rdb.Subscribe(context.WithoutCancel(ctx))}
+			}
+			if s.exited == nil {
+				s.exited = make(chan struct{})
+				go h.read(s.ps.ChannelWithSubscriptions(), s.exited)
+				h.subs[key] = s
+			}
+			if !sharded[i] {
+				s.ps.Subscribe(ctx, channel)
+			}
+			s.channels++
+			wc.subs = append(wc.subs, key)
+		}
 	}
 	wc.refs++
 	h.mu.Unlock()
@@ -73,8 +118,9 @@ func (h *wakeHub) next(wc *wakeChan) <-chan struct{} {
 	return wc.wake
 }
 
-// leave undoes join. The last waiter of a channel unsubscribes it, and the
-// last waiter of all closes the subscription and waits for its reader.
+// leave undoes join. The last waiter of a channel unsubscribes it, and a
+// subscription that carries no channel any more is closed once its reader
+// has returned.
 func (h *wakeHub) leave(channel string) {
 	h.mu.Lock()
 	wc := h.chans[channel]
@@ -84,16 +130,21 @@ func (h *wakeHub) leave(channel string) {
 		return
 	}
 	delete(h.chans, channel)
-	if len(h.chans) > 0 {
-		h.ps.Unsubscribe(context.Background(), channel)
-		h.mu.Unlock()
-		return
+	var closing []*wakeSub
+	for _, key := range wc.subs {
+		s := h.subs[key]
+		if s.channels--; s.channels > 0 {
+			s.ps.Unsubscribe(context.Background(), channel)
+			continue
+		}
+		delete(h.subs, key)
+		closing = append(closing, s)
 	}
-	ps, exited := h.ps, h.exited
-	h.ps, h.exited = nil, nil
 	h.mu.Unlock()
-	ps.Close()
-	<-exited
+	for _, s := range closing {
+		s.ps.Close()
+		<-s.exited
+	}
 }
 
 // read dispatches the subscription's messages until it is closed.
@@ -103,7 +154,7 @@ func (h *wakeHub) read(msgs <-chan any, exited chan struct{}) {
 		h.mu.Lock()
 		switch m := m.(type) {
 		case *redis.Subscription:
-			if wc := h.chans[m.Channel]; wc != nil && m.Kind == "subscribe" {
+			if wc := h.chans[m.Channel]; wc != nil && (m.Kind == "subscribe" || m.Kind == "ssubscribe") {
 				select {
 				case <-wc.ready:
 				default:

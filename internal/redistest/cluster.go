@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,16 +195,16 @@ func (c *Cluster) masterOf(slot int) (*Server, string) {
 	for _, s := range c.running() {
 		rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		shards, err := rdb.ClusterSlots(ctx).Result()
+		ranges, err := slotOwners(ctx, rdb)
 		cancel()
 		rdb.Close()
 		if err != nil {
 			return nil, s.Addr() + ": " + err.Error()
 		}
 		var owner string
-		for _, sh := range shards {
-			if sh.Start <= slot && slot <= sh.End && len(sh.Nodes) > 0 {
-				owner = sh.Nodes[0].Addr
+		for _, r := range ranges {
+			if r.start <= slot && slot <= r.end {
+				owner = r.master
 			}
 		}
 		m := c.byAddr(owner)
@@ -267,18 +268,43 @@ func clusterView(addr string) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	shards, err := rdb.ClusterSlots(ctx).Result()
+	ranges, err := slotOwners(ctx, rdb)
 	if err != nil {
 		return "", "", err
 	}
-	owners := make([]string, 0, len(shards))
-	for _, sh := range shards {
-		if len(sh.Nodes) > 0 {
-			owners = append(owners, fmt.Sprintf("%d-%d:%s", sh.Start, sh.End, sh.Nodes[0].Addr))
-		}
+	owners := make([]string, 0, len(ranges))
+	for _, r := range ranges {
+		owners = append(owners, fmt.Sprintf("%d-%d:%s", r.start, r.end, r.master))
 	}
 	slices.Sort(owners)
 	return info, strings.Join(owners, ","), nil
+}
+
+// slotRange is a range of slots and the address of its master.
+type slotRange struct {
+	start, end int
+	master     string
+}
+
+// slotOwners returns, from CLUSTER SHARDS, which master each slot range
+// has in the node's view.
+func slotOwners(ctx context.Context, rdb *redis.Client) ([]slotRange, error) {
+	shards, err := rdb.ClusterShards(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	var ranges []slotRange
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" || n.Health != "online" {
+				continue
+			}
+			for _, r := range sh.Slots {
+				ranges = append(ranges, slotRange{int(r.Start), int(r.End), net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))})
+			}
+		}
+	}
+	return ranges, nil
 }
 
 // Slot returns the Cluster hash slot of key (CRC16 of its hash tag, or of

@@ -1,0 +1,125 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// A real Cluster failover of the master that serves the locks' slot, with
+// that master's last writes lost for certain: the client follows the
+// promoted replica, a lease whose lock was lost is reported lost, tokens
+// issued afterwards exceed every earlier one, and with MinReplicas an
+// acquisition that could not replicate fails closed. All the lock names
+// share a slot (hash tag {x}...), so one failover concerns them all.
+func TestCluster_failover(t *testing.T) {
+	t.Parallel()
+	cl := redistest.NewCluster(t)
+	rdb := cl.Client(t, &redis.ClusterOptions{MaxRetries: -1, DialTimeout: time.Second})
+	opts := topologyOptions
+	opts.Prefix = "{x}" // every key of every lock in one slot, on one master
+	c := fencelock.New(rdb, &opts)
+	ctx := t.Context()
+	old := cl.MasterOf(t, "{x}")
+	oldRDB := old.Client(t)
+	replica := cl.ReplicaOf(t, old)
+
+	waitOpts := opts
+	waitOpts.MinReplicas, waitOpts.ReplicaTimeout = 1, time.Second
+	cw := fencelock.New(rdb, &waitOpts)
+	if l, err := cw.TryAcquire(ctx, "replicated"); err != nil {
+		t.Fatalf("TryAcquire with MinReplicas 1 and the replica online: error = %v, want nil", err)
+	} else if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release error = %v", err)
+	}
+	long := opts
+	long.TTL = time.Minute
+	kept, err := fencelock.New(rdb, &long).TryAcquire(ctx, "kept")
+	if err != nil {
+		t.Fatalf("TryAcquire(kept) error = %v, want nil", err)
+	}
+	redistest.WaitReplicasInSync(t, old, 1)
+
+	old.BlockReplication(t)
+	var maxLost int64
+	for range 5 {
+		maxLost = max(maxLost, tokenOnce(t, c, "t"))
+	}
+	lost, err := c.TryAcquire(ctx, "lost")
+	if err != nil {
+		t.Fatalf("TryAcquire(lost) error = %v, want nil", err)
+	}
+	_, err = cw.TryAcquire(ctx, "unreplicated")
+	if !errors.Is(err, fencelock.ErrNotReplicated) || !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Errorf("TryAcquire with MinReplicas 1 and replication cut: error = %v, want ErrNotReplicated and ErrNotAcquired", err)
+	}
+	if n, err := oldRDB.Exists(ctx, "{x}{unreplicated}").Result(); err != nil || n != 0 {
+		t.Errorf("after the failed acquisition, EXISTS lock = %d, %v; want 0", n, err)
+	}
+	replicaRDB := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	t.Cleanup(func() { replicaRDB.Close() })
+	replicaRDB.Do(ctx, "READONLY")
+	if v, _ := replicaRDB.Get(ctx, "{x}{t}:token").Int64(); v >= maxLost {
+		t.Fatalf("replica has token %d, want < %d: replication was not cut", v, maxLost)
+	}
+
+	old.Kill(t)
+	start := time.Now()
+	m := cl.WaitFailover(t, "{x}", old)
+	t.Logf("failover to %s took %v", m.Addr(), time.Since(start).Round(time.Millisecond))
+	if m != replica {
+		t.Fatalf("new master = %s, want the replica %s", m.Addr(), replica.Addr())
+	}
+
+	acqCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	l, err := c.Acquire(acqCtx, "t")
+	if err != nil {
+		v, gerr := m.Client(t).Get(ctx, "{x}{t}").Result()
+		pttl, _ := m.Client(t).PTTL(ctx, "{x}{t}").Result()
+		t.Fatalf("Acquire after the failover: error = %q, want nil; lock on the new master: %q, %v, pttl %v", err, v, gerr, pttl)
+	}
+	if l.Token() <= maxLost {
+		t.Errorf("token after the failover = %d, want > %d (issued before, lost with the master)", l.Token(), maxLost)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release error = %v, want nil", err)
+	}
+	select {
+	case <-lost.Context().Done():
+		if cause := context.Cause(lost.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) {
+			t.Errorf("lost lease's cause = %v, want ErrLeaseLost", cause)
+		}
+	case <-time.After(2 * opts.TTL):
+		t.Errorf("lease whose lock was lost still not lost %v after the failover", 2*opts.TTL)
+	}
+	if err := kept.Renew(ctx); err != nil {
+		t.Errorf("Renew of the replicated lease after the failover: error = %v, want nil", err)
+	}
+	if err := kept.Release(ctx); err != nil {
+		t.Errorf("Release of the replicated lease: error = %v, want nil", err)
+	}
+	// MinReplicas on the promoted master, which has no replica left.
+	if _, err := cw.TryAcquire(ctx, "no-replica"); !errors.Is(err, fencelock.ErrNotReplicated) {
+		t.Errorf("TryAcquire with MinReplicas 1 and no replica: error = %v, want ErrNotReplicated", err)
+	}
+}
+
+// Waiters on a Cluster are woken by a release through sharded pub/sub on
+// the lock's shard.
+func TestCluster_wake(t *testing.T) {
+	t.Parallel()
+	cl := redistest.NewCluster(t)
+	rdb := cl.Client(t, nil)
+	c := fencelock.New(rdb, &fencelock.Options{TTL: 20 * time.Second, RetryInterval: time.Minute})
+	testWake(t, c, func(ctx context.Context, channel string) int64 {
+		// Sharded subscriptions are counted by the shard's master only.
+		n, _ := cl.MasterOf(t, channel).Client(t).PubSubShardNumSub(ctx, channel).Result()
+		return n[channel]
+	})
+}

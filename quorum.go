@@ -1,0 +1,308 @@
+package fencelock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNoQuorum is wrapped by the errors of a quorum Client (NewQuorum) when
+// too few nodes answered to decide by majority: the node errors are
+// joined to it. Nothing was acquired, and what was taken on some nodes
+// was released again.
+var ErrNoQuorum = errors.New("fencelock: no quorum of nodes answered")
+
+var (
+	//go:embed quorum_writeback.lua
+	writebackLua    string
+	writebackScript = redis.NewScript(writebackLua)
+)
+
+// NewQuorum returns a Client that keeps each lock on a majority of nodes,
+// independent Redis masters (not replicas of each other, nor one
+// failover group), in the manner of Redlock, and issues fencing tokens
+// that stay increasing while any minority of nodes fails. It has the same
+// API as a Client from New; opts are the same (MinReplicas, if set,
+// applies to each node).
+//
+// Acquiring sends the acquire script to every node at once and needs the
+// lock on a majority; each of those nodes issues a token as a single node
+// would. The lease's token is one more than the greatest of them, and is
+// then written back to every node with a script that raises a node's
+// counter only if it is lower. The acquisition succeeds only if a majority
+// accepted: a node accepts a given token at most once, so two acquisitions
+// never both get the same token, and a later acquisition, whose majority
+// meets the earlier one's, always gets a greater one. An acquisition that
+// fails, or that took longer than the TTL less the drift allowance,
+// releases every node. Renewal needs a majority, and Release reports the
+// lease lost unless a majority deleted the lock.
+//
+// Tokens stay increasing only while every node keeps what it acknowledged:
+// a node that restarts without its data is safe thanks to the clock floor
+// (see package doc), but one that reloads an old copy of its data, or a
+// node that is a replica promoted in a failover, may let a minority of
+// nodes carry the newest token. Waiters in Acquire subscribe to the
+// release channel on every node, so one node down does not delay their
+// wake-up.
+//
+// Invalid options, no nodes or a nil node are reported, wrapping
+// ErrInvalid, by every call on the Client.
+func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
+	cfg, err := opts.config()
+	if len(nodes) == 0 {
+		err = errors.Join(err, fmt.Errorf("%w: no quorum nodes", ErrInvalid))
+	}
+	c := &Client{cfg: cfg}
+	q := &quorum{cfg: &c.cfg}
+	for i, rdb := range nodes {
+		if rdb == nil {
+			err = errors.Join(err, fmt.Errorf("%w: quorum node %d is a nil Redis client", ErrInvalid, i))
+		}
+		q.nodes = append(q.nodes, &node{rdb: rdb, cfg: &c.cfg})
+	}
+	c.err = err
+	c.be = q
+	c.hub = wakeHub{nodes: q.nodes}
+	return c
+}
+
+// quorum keeps each lock on a majority of independent nodes.
+type quorum struct {
+	nodes []*node
+	cfg   *config
+
+	mu sync.Mutex
+	// inflight holds, by lock name and owner, a channel per node that is
+	// closed when the acquisition's request to that node has ended. A
+	// release to a node waits for it: sent on another connection, it could
+	// otherwise overtake the acquire request and leave the lock behind.
+	inflight map[string][]chan struct{}
+}
+
+// acquired returns a channel closed once owner's acquire request to node
+// i has ended.
+func (q *quorum) acquired(i int, name, owner string) <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if done := q.inflight[name+"\x00"+owner]; done != nil {
+		return done[i]
+	}
+	return closed
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (q *quorum) majority() int { return len(q.nodes)/2 + 1 }
+
+// reply is one node's answer in a round.
+type reply struct {
+	node  int
+	token int64         // acquire: issued token, or 0
+	held  time.Duration // acquire: the other holder's TTL
+	ok    bool          // write-back accepted, renewed, deleted
+	err   error
+}
+
+// round sends f to every node at once, and tallies the replies until the
+// majority question is decided: yes when a majority answered ok, no when
+// so many answered otherwise that a majority cannot be reached, or until
+// ctx is done. The requests run detached from ctx for up to timeout, so
+// the nodes that have not answered yet still get them (a lock or token on
+// more nodes than a bare majority survives more failures); their replies
+// are collected in the background. each, if not nil, sees every reply
+// tallied.
+func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, n *node) reply, each func(reply)) tally {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	replies := make(chan reply, len(q.nodes))
+	for i, n := range q.nodes {
+		go func() {
+			r := f(rctx, i, n)
+			r.node = i
+			replies <- r
+		}()
+	}
+	var t tally
+	maj := q.majority()
+	pending := len(q.nodes)
+	for pending > 0 && t.yes < maj && len(q.nodes)-t.no-len(t.errs) >= maj {
+		var r reply
+		select {
+		case r = <-replies:
+			pending--
+		case <-ctx.Done():
+			t.errs = append(t.errs, context.Cause(ctx))
+			pending = -pending // stop; -pending replies are still due
+			continue
+		}
+		if each != nil {
+			each(r)
+		}
+		switch {
+		case r.err != nil:
+			t.errs = append(t.errs, fmt.Errorf("node %d: %w", r.node, r.err))
+		case r.ok:
+			t.yes++
+		default:
+			t.no++
+		}
+	}
+	pending = max(pending, -pending)
+	go func() {
+		defer cancel()
+		for range pending {
+			<-replies
+		}
+	}()
+	return t
+}
+
+// tally is a round's outcome.
+type tally struct {
+	yes, no int
+	errs    []error
+}
+
+// noQuorum is the error for a round that errors left undecided.
+func (q *quorum) noQuorum(what string, t tally) error {
+	return fmt.Errorf("%w: %s on %d of %d nodes, %d needed: %w",
+		ErrNoQuorum, what, t.yes, len(q.nodes), q.majority(), nodeErrors(t.errs))
+}
+
+// nodeErrors joins the errors of several nodes on one line; errors.Is and
+// errors.As see each of them.
+type nodeErrors []error
+
+func (e nodeErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e nodeErrors) Unwrap() []error { return e }
+
+func (q *quorum) acquire(ctx context.Context, name, owner string) (int64, time.Duration, error) {
+	start := time.Now()
+	// A request that ends after the validity is of no use; the timeout
+	// stops waiting for a node that hangs, as far as the client honours
+	// contexts.
+	validity := q.cfg.ttl - q.cfg.drift
+
+	key := name + "\x00" + owner
+	done := make([]chan struct{}, len(q.nodes))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	q.mu.Lock()
+	if q.inflight == nil {
+		q.inflight = map[string][]chan struct{}{}
+	}
+	q.inflight[key] = done
+	q.mu.Unlock()
+	var left atomic.Int32
+	left.Store(int32(len(q.nodes)))
+
+	var top int64
+	var held time.Duration
+	t := q.round(ctx, validity, func(ctx context.Context, i int, n *node) reply {
+		token, held, err := n.acquire(ctx, name, owner)
+		close(done[i])
+		if left.Add(-1) == 0 {
+			q.mu.Lock()
+			delete(q.inflight, key)
+			q.mu.Unlock()
+		}
+		return reply{token: token, held: held, ok: token > 0, err: err}
+	}, func(r reply) {
+		if r.ok {
+			top = max(top, r.token)
+		} else if r.err == nil && (held == 0 || r.held < held) {
+			held = r.held // wait for the first holder's lock to expire
+		}
+	})
+	if t.yes < q.majority() {
+		q.releaseAll(ctx, name, owner)
+		if t.no == 0 || len(q.nodes)-len(t.errs) < q.majority() {
+			return 0, 0, q.noQuorum("locked", t)
+		}
+		return 0, held, nil
+	}
+
+	// One more than every token the majority issued: every node, the
+	// issuing ones included, accepts it only if it stores less.
+	token := top + 1
+	tokenKey := q.cfg.tokenKey(name)
+	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, _ int, n *node) reply {
+		v, err := writebackScript.Run(ctx, n.rdb, []string{tokenKey}, token, q.cfg.retention.Milliseconds()).Int64()
+		return reply{ok: v == 1, err: err}
+	}, nil)
+	switch {
+	case wb.yes < q.majority() && (wb.no == 0 || len(q.nodes)-len(wb.errs) < q.majority()):
+		q.releaseAll(ctx, name, owner)
+		return 0, 0, q.noQuorum("token written", wb)
+	case wb.yes < q.majority():
+		// A concurrent acquisition holds a greater token on enough nodes.
+		q.releaseAll(ctx, name, owner)
+		return 0, q.cfg.retry, nil
+	}
+	if elapsed := time.Since(start); elapsed >= validity {
+		q.releaseAll(ctx, name, owner)
+		return 0, 0, fmt.Errorf("%w: acquiring on a majority took %v, more than the validity %v (TTL less drift)",
+			ErrNotAcquired, elapsed, validity)
+	}
+	return token, 0, nil
+}
+
+// releaseAll releases the lock on every node, best effort, after a failed
+// acquisition. It waits for a majority of nodes to answer, not for nodes
+// that hang: their requests finish in the background.
+func (q *quorum) releaseAll(ctx context.Context, name, owner string) {
+	q.round(context.WithoutCancel(ctx), q.cfg.ttl, q.releaseNode(name, owner), nil)
+}
+
+func (q *quorum) renew(ctx context.Context, name, owner string) (bool, error) {
+	t := q.round(ctx, q.cfg.ttl-q.cfg.drift, func(ctx context.Context, _ int, n *node) reply {
+		ok, err := n.renew(ctx, name, owner)
+		return reply{ok: ok, err: err}
+	}, nil)
+	switch {
+	case t.yes >= q.majority():
+		return true, nil
+	case len(q.nodes)-t.no < q.majority():
+		return false, nil // a majority no longer has our lock
+	}
+	return false, q.noQuorum("renewed", t)
+}
+
+// releaseNode returns the request that releases the lock on one node,
+// after the acquisition's request to that node has ended.
+func (q *quorum) releaseNode(name, owner string) func(ctx context.Context, i int, n *node) reply {
+	return func(ctx context.Context, i int, n *node) reply {
+		select {
+		case <-q.acquired(i, name, owner):
+		case <-ctx.Done():
+			return reply{err: context.Cause(ctx)}
+		}
+		ok, err := n.release(ctx, name, owner)
+		return reply{ok: ok, err: err}
+	}
+}
+
+func (q *quorum) release(ctx context.Context, name, owner string) (bool, error) {
+	t := q.round(ctx, q.cfg.ttl, q.releaseNode(name, owner), nil)
+	switch {
+	case t.yes >= q.majority():
+		return true, nil
+	case len(q.nodes)-t.no < q.majority():
+		return false, nil
+	}
+	return false, q.noQuorum("released", t)
+}

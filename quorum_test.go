@@ -1,0 +1,378 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// quorumNodes starts n independent redis-servers and returns them with a
+// go-redis client for each. The clients give up quickly on a node that is
+// down or paused, and honour context deadlines.
+func quorumNodes(tb testing.TB, n int) ([]*redistest.Server, []redis.UniversalClient) {
+	tb.Helper()
+	servers := make([]*redistest.Server, n)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Go(func() { servers[i] = redistest.Start(tb, nil) })
+	}
+	wg.Wait()
+	if tb.Failed() {
+		tb.FailNow()
+	}
+	return servers, quorumClients(tb, servers)
+}
+
+func quorumClients(tb testing.TB, servers []*redistest.Server) []redis.UniversalClient {
+	tb.Helper()
+	clients := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		rdb := redis.NewClient(&redis.Options{
+			Addr:                  s.Addr(),
+			DialTimeout:           250 * time.Millisecond,
+			ReadTimeout:           time.Second,
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
+		})
+		tb.Cleanup(func() { rdb.Close() })
+		clients[i] = rdb
+	}
+	return clients
+}
+
+// tokenOnce acquires and releases name on a quorum, returning the token.
+func tokenOnce(t *testing.T, c *fencelock.Client, name string) int64 {
+	t.Helper()
+	l, err := c.TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) error = %v, want nil", name, err)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) error = %v, want nil", name, err)
+	}
+	return l.Token()
+}
+
+func TestNewQuorum_invalid(t *testing.T) {
+	t.Parallel()
+	for _, nodes := range [][]redis.UniversalClient{nil, {nil}} {
+		_, err := fencelock.NewQuorum(nodes, nil).TryAcquire(t.Context(), "x")
+		if !errors.Is(err, fencelock.ErrInvalid) {
+			t.Errorf("NewQuorum(%d nodes).TryAcquire error = %v, want ErrInvalid", len(nodes), err)
+		}
+	}
+}
+
+// Tokens strictly increase while the majority that takes the lock
+// changes, and when a node restarts without its data, even when the
+// stored tokens are ahead of the clock floor: the majorities intersect.
+func TestQuorum_tokensAcrossMajorities(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{3, 5} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			servers, nodes := quorumNodes(t, n)
+			c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: 2 * time.Second})
+			const name = "majorities"
+			// A counter an hour ahead of every clock: only the quorum,
+			// not the clock floor, can carry it forward.
+			ahead := time.Now().Add(time.Hour).UnixMicro()
+			for _, rdb := range nodes {
+				if err := rdb.Set(t.Context(), "fencelock:{"+name+"}:token", ahead, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			last := ahead
+			check := func(step string) {
+				t.Helper()
+				if got := tokenOnce(t, c, name); got <= last {
+					t.Fatalf("%s: token = %d, want > %d (the previous one)", step, got, last)
+				} else {
+					last = got
+				}
+			}
+			check("all nodes up")
+			// Each node in turn is down; a minority (n/2 nodes) is.
+			for i := range servers {
+				for j := range n / 2 {
+					servers[(i+j)%n].Stop(t)
+				}
+				check(fmt.Sprintf("nodes %d..%d down", i, i+n/2-1))
+				for j := range n / 2 {
+					servers[(i+j)%n].Start(t)
+				}
+			}
+			// Restarted without data: the counter is gone on those nodes.
+			for i := range n / 2 {
+				servers[i].Restart(t, false)
+			}
+			check("restarted without data")
+			for i := n / 2; i < n/2+n/2; i++ {
+				servers[i].Stop(t)
+			}
+			check("the rest of the majority down")
+		})
+	}
+}
+
+// Two clients racing for one lock never both hold it while the nodes are
+// healthy, and never share a token.
+func TestQuorum_race(t *testing.T) {
+	t.Parallel()
+	_, nodes := quorumNodes(t, 3)
+	opts := &fencelock.Options{TTL: 5 * time.Second, RenewInterval: -1}
+	clients := []*fencelock.Client{fencelock.NewQuorum(nodes, opts), fencelock.NewQuorum(nodes, opts)}
+	const rounds = 100
+	var last int64
+	wins := 0
+	for round := range rounds {
+		var leases [2]*fencelock.Lease
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() { leases[i], errs[i] = c.TryAcquire(t.Context(), "race") })
+		}
+		wg.Wait()
+		var held []*fencelock.Lease
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				held = append(held, leases[i])
+			case !errors.Is(err, fencelock.ErrNotAcquired):
+				t.Fatalf("round %d: client %d: TryAcquire error = %v, want nil or ErrNotAcquired", round, i, err)
+			}
+		}
+		if len(held) > 1 {
+			t.Fatalf("round %d: both clients hold the lock, tokens %d and %d", round, held[0].Token(), held[1].Token())
+		}
+		for _, l := range held {
+			wins++
+			if l.Token() <= last {
+				t.Fatalf("round %d: token = %d, want > %d", round, l.Token(), last)
+			}
+			last = l.Token()
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatalf("round %d: Release error = %v", round, err)
+			}
+		}
+	}
+	// Both may lose a round (each took one node); most rounds have a winner.
+	if wins < rounds/4 {
+		t.Errorf("%d of %d rounds had a winner, want at least %d", wins, rounds, rounds/4)
+	}
+}
+
+// With a minority of nodes down, acquire, renew, wake-up and release all
+// work.
+func TestQuorum_minorityDown(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 5)
+	servers[0].Kill(t)
+	servers[3].Pause(t)
+	t.Cleanup(func() { servers[3].Resume(t) })
+	// A long retry interval: only the release's publish can wake the waiter in time.
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: 3 * time.Second, RenewInterval: -1, RetryInterval: time.Minute})
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "minority")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v, want nil", err)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("Renew error = %v, want nil", err)
+	}
+	type result struct {
+		l   *fencelock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	go func() {
+		l, err := c.Acquire(waitCtx, "minority")
+		got <- result{l, err}
+	}()
+	// Release at once: the waiter's first attempt either finds the lock
+	// free, or fails and is woken by the publish on a live node.
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release error = %v, want nil", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiting Acquire error = %v, want nil (woken by the release)", r.err)
+	}
+	if r.l.Token() <= l.Token() {
+		t.Errorf("waiter's token = %d, want > %d", r.l.Token(), l.Token())
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Errorf("Release error = %v, want nil", err)
+	}
+}
+
+// A waiter is woken by the release's publish, not by its retry timer.
+func TestQuorum_wake(t *testing.T) {
+	t.Parallel()
+	_, nodes := quorumNodes(t, 3)
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: 20 * time.Second, RetryInterval: time.Minute})
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "wake")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v, want nil", err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		w, err := c.Acquire(waitCtx, "wake")
+		if err == nil {
+			err = w.Release(context.WithoutCancel(waitCtx))
+		}
+		got <- err
+	}()
+	// Release once the waiter listens on every node (PUBSUB NUMSUB).
+	redistest.WaitFor(t, 5*time.Second, "the waiter to subscribe on every node", func() bool {
+		for _, rdb := range nodes {
+			n, err := rdb.PubSubNumSub(ctx, "fencelock:{wake}:released").Result()
+			if err != nil || n["fencelock:{wake}:released"] != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release error = %v, want nil", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting Acquire error = %v, want nil (the release must wake it)", err)
+	}
+}
+
+// With a majority of nodes down or paused, acquisition fails with
+// ErrNoQuorum and takes nothing.
+func TestQuorum_majorityDown(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 3)
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: time.Second})
+	servers[0].Kill(t)
+	servers[1].Pause(t)
+	t.Cleanup(func() { servers[1].Resume(t) })
+	l, err := c.TryAcquire(t.Context(), "majority")
+	if !errors.Is(err, fencelock.ErrNoQuorum) || l != nil {
+		t.Fatalf("TryAcquire = %v, %v; want nil, error wrapping ErrNoQuorum", l, err)
+	}
+	// Released in the background: the paused node must not hold it up.
+	redistest.WaitFor(t, 5*time.Second, "the lock key released on the live node", func() bool {
+		n, err := nodes[2].Exists(t.Context(), "fencelock:{majority}").Result()
+		return err == nil && n == 0
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Acquire(ctx, "majority"); !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire error = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+}
+
+// A lease whose lock a majority lost is reported lost.
+func TestQuorum_leaseLost(t *testing.T) {
+	t.Parallel()
+	_, nodes := quorumNodes(t, 3)
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: 10 * time.Second, RenewInterval: -1})
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "lost")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v, want nil", err)
+	}
+	if err := nodes[0].Del(ctx, "fencelock:{lost}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("Renew with one node lost error = %v, want nil (a majority holds it)", err)
+	}
+	if err := nodes[1].Del(ctx, "fencelock:{lost}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Fatalf("Renew with two nodes lost error = %v, want ErrLeaseLost", err)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("lease context cause = %v, want ErrLeaseLost", cause)
+	}
+	if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Release error = %v, want ErrLeaseLost", err)
+	}
+}
+
+// slowWriteback is a go-redis hook that delays the reply of the quorum
+// token write-back, as a slow network would, and counts releases.
+type slowWriteback struct {
+	delay    time.Duration
+	released atomic.Int32
+}
+
+func (h *slowWriteback) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowWriteback) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *slowWriteback) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if len(args) > 4 && fmt.Sprint(args[2]) == "1" {
+			key, argv := fmt.Sprint(args[3]), fmt.Sprint(args[4:])
+			switch {
+			case strings.HasSuffix(key, "}:token"):
+				time.Sleep(h.delay) // the simulated slow reply, not a synchronisation
+			case strings.Contains(argv, "{slow}:released") && err == nil:
+				h.released.Add(1)
+			}
+		}
+		return err
+	}
+}
+
+// An acquisition that outlasts its validity (TTL less drift) fails and
+// releases every node.
+func TestQuorum_validitySpent(t *testing.T) {
+	t.Parallel()
+	_, nodes := quorumNodes(t, 3)
+	const ttl = 300 * time.Millisecond
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: ttl, RenewInterval: -1})
+	tokenOnce(t, c, "warm-up") // loads the scripts: the replies, not NOSCRIPT, are slow
+	hook := &slowWriteback{delay: ttl}
+	for _, rdb := range nodes {
+		rdb.AddHook(hook)
+	}
+	l, err := c.TryAcquire(t.Context(), "slow")
+	if !errors.Is(err, fencelock.ErrNotAcquired) || l != nil {
+		t.Fatalf("TryAcquire = %v, %v; want nil, error wrapping ErrNotAcquired", l, err)
+	}
+	redistest.WaitFor(t, 5*time.Second, "a release on every node", func() bool { return hook.released.Load() == 3 })
+}
+
+// BenchmarkQuorumAcquireRelease: as BenchmarkAcquireRelease, on a quorum
+// of three nodes (two rounds to all nodes in parallel to acquire, one to
+// release).
+func BenchmarkQuorumAcquireRelease(b *testing.B) {
+	_, nodes := quorumNodes(b, 3)
+	locks := fencelock.NewQuorum(nodes, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := locks.Acquire(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
