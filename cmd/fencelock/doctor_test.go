@@ -137,3 +137,23 @@ func TestDoctor_unreachable(t *testing.T) {
 		t.Errorf("doctor output = %q, want a connect finding and no password", out)
 	}
 }
+
+func TestDoctor_sentinel(t *testing.T) {
+	t.Parallel()
+	code, _, fs := doctorJSON(t, redistest.Start(t, &redistest.Options{Sentinel: true}))
+	wantFinding(t, fs, "mode", sevCritical, "Sentinel")
+	if code != exitCritical {
+		t.Errorf("doctor on a Sentinel: exit = %d, want %d", code, exitCritical)
+	}
+}
+
+func TestDoctor_cluster(t *testing.T) {
+	t.Parallel()
+	// One node with cluster mode on and no slots: a Cluster that is down.
+	code, _, fs := doctorJSON(t, redistest.Start(t, &redistest.Options{Config: []string{"cluster-enabled yes"}}))
+	wantFinding(t, fs, "mode", sevWarn, "Cluster mode")
+	wantFinding(t, fs, "lock", sevCritical, "test acquire failed")
+	if code != exitCritical {
+		t.Errorf("doctor on a Cluster without slots: exit = %d, want %d", code, exitCritical)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -244,4 +245,30 @@ func TestHelp(t *testing.T) {
 	if got := h.run("-h"); got != 0 || !strings.Contains(h.stdout.String(), "Exit status") {
 		t.Errorf("fencelock -h: exit %d, output %q; want 0 and the exit codes", got, h.stdout)
 	}
+}
+
+func FuzzRedisOptions(f *testing.F) {
+	for _, s := range []string{
+		"redis://127.0.0.1:6379", "rediss://user:secretpw@host:6380/2", "unix:///tmp/r.sock?db=1",
+		"redis://:secretpw@h/x", "redis://u:secretpw@[::1", "http://u:secretpw@h", "redis+sentinel://u:secretpw@h/m",
+		"redis://u:secretpw@h/?dial_timeout=bad",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		_, err := redisOptions(raw, func(string) string { return "" })
+		if err == nil {
+			return
+		}
+		// Whatever went wrong, the message must not repeat the URL's
+		// password, nor anything of a URL that does not parse.
+		pw, shown := "secretpw", ""
+		if u, perr := url.Parse(raw); perr == nil {
+			pw, _ = u.User.Password()
+			shown = u.Redacted() // the password may also be the user or host
+		}
+		if strings.Contains(pw, "secretpw") && strings.Count(err.Error(), pw) > strings.Count(shown, pw) {
+			t.Fatalf("redisOptions(%q) error %q reveals the password", raw, err)
+		}
+	})
 }
