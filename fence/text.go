@@ -6,26 +6,11 @@ import (
 	"strings"
 )
 
-// The text form of a Fence is a Structured Field Item (RFC 8941): an
-// Integer, the token, with String parameters "lock" and "lease":
-//
-//	1764431234567890;lock="orders:42";lease="k3J9x"
-//
-// It is the value of the Fencing-Token HTTP header and of the
-// FENCELOCK_FENCE environment variable.
-//
-// Parse follows RFC 8941 with one deliberate deviation: the token may have
-// up to 19 digits (any positive int64), where an sf-integer has at most
-// 15. Tokens are microsecond timestamps, which have 16 digits today. Other
-// parameters are accepted in any order, and unknown parameters are ignored
-// if well-formed, so that senders can add some without breaking older
-// resources. As RFC 8941 says, a repeated parameter's last value wins.
-
 // maxTokenDigits is the deviation from RFC 8941's 15: the digits of the
 // largest int64.
 const maxTokenDigits = 19
 
-// String returns the text form of f, e.g.
+// String returns the text form of f (see Parse), e.g.
 // 1764431234567890;lock="orders:42";lease="k3J9x". For an f that does not
 // pass Validate the result does not Parse.
 func (f Fence) String() string {
@@ -51,9 +36,23 @@ func writeString(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
-// Parse reads the text form of a Fence (see String). Leading and trailing
-// spaces are ignored. Malformed text, a missing lock or lease parameter, or
-// a fence that fails Validate gives an error wrapping ErrInvalid.
+// Parse reads the text form of a Fence, the value of the Fencing-Token
+// HTTP header and of the FENCELOCK_FENCE environment variable. It is a
+// Structured Field Item (RFC 8941): an Integer, the token, with String
+// parameters "lock" and "lease":
+//
+//	1764431234567890;lock="orders:42";lease="k3J9x"
+//
+// Parse follows RFC 8941 with one deliberate deviation: the token may have
+// up to 19 digits (any positive int64), where an sf-integer has at most
+// 15, because tokens are microsecond timestamps, which have 16 digits
+// today. Parameters may come in any order. Unknown parameters are ignored
+// if they are well-formed RFC 8941 parameters, so that senders can add
+// some without breaking older resources; as RFC 8941 says, a repeated
+// parameter's last value wins. Leading and trailing spaces are ignored.
+//
+// Malformed text, a missing lock or lease parameter, or a fence that fails
+// Validate gives an error wrapping ErrInvalid.
 func Parse(s string) (Fence, error) {
 	p := parser{s: strings.Trim(s, " ")}
 	var f Fence
