@@ -44,18 +44,12 @@ func (c *Client) Attach(name, secret string, token int64) (*Lease, error) {
 	if token <= 0 {
 		return nil, fmt.Errorf("%w: token %d not positive", ErrInvalid, token)
 	}
-	// As newLease, without the keeper.
-	l := &Lease{
-		c:        c,
-		name:     name,
-		owner:    secret,
-		id:       leaseID(secret),
-		token:    token,
-		deadline: time.Now().Add(c.cfg.ttl - c.cfg.drift),
-		released: make(chan struct{}),
+	// newLease, so that the handle stays in step with acquired leases,
+	// but without the keeper: it is stopped before its first renewal.
+	l := newLease(context.Background(), c, name, secret, token, time.Now())
+	l.stopKeeper()
+	if l.kept != nil {
+		<-l.kept
 	}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-	l.keeperCtx, l.stopKeeper = context.WithCancel(l.ctx)
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	return l, nil
 }
