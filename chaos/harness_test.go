@@ -359,10 +359,16 @@ func newHTTPResource(t *testing.T, proxied bool) *httpResource {
 
 func (hr *httpResource) resource(r *run) (*chaos.Journal, func(int) fence.Store) {
 	j, _ := memoryResource(r)
+	return j, hr.serve(r, j)
+}
+
+// serve serves j, complete, for r's requests, and returns each holder's
+// view.
+func (hr *httpResource) serve(r *run, j *chaos.Journal) func(int) fence.Store {
 	hr.mu.Lock()
 	hr.run[r.name] = j
 	hr.mu.Unlock()
-	return j, func(i int) fence.Store { return &chaos.HTTPStore{URL: hr.urls[i], Client: hr.clients[i]} }
+	return func(i int) fence.Store { return &chaos.HTTPStore{URL: hr.urls[i], Client: hr.clients[i]} }
 }
 
 // lockClients returns holder i's lock client over rdbs[i].

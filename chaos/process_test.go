@@ -99,9 +99,9 @@ func TestHolderProcessPause(t *testing.T) {
 		dir := t.TempDir()
 		return &world{
 			resource: func(r *run) (*chaos.Journal, func(int) fence.Store) {
-				j, view := hr.resource(r)
+				j, _ := memoryResource(r)
 				j.AfterRead = func(client int, f fence.Fence) { r.afterRead(client, f, 0) }
-				return j, view
+				return j, hr.serve(r, j)
 			},
 			holders: func(r *run, stop <-chan struct{}) {
 				until := time.Now().Add(runFor).UnixNano()
