@@ -77,9 +77,9 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 	}
 	t := acquireTrace{waiting: true}
 	defer func() { t.done(&c.cfg, name, l, err) }()
-	l, wait, err := c.try(ctx, name, &t)
+	l, _, err = c.try(ctx, name, &t)
 	if !retryable(ctx, err) {
-		return l, err
+		return l, gaveUp(ctx, name, err)
 	}
 	channel := c.cfg.channel(name)
 	wc := c.hub.join(ctx, channel, c.cfg.retry)
@@ -89,17 +89,31 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 	for {
 		// Taken before the attempt, so a release right after it still wakes us.
 		wake := c.hub.next(wc)
+		var wait time.Duration
 		if l, wait, err = c.try(ctx, name, &t); !retryable(ctx, err) {
-			return l, err
+			return l, gaveUp(ctx, name, err)
 		}
 		timer.Reset(c.jitter(wait))
 		select {
 		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("acquire %q: %w", name, errors.Join(ErrNotAcquired, context.Cause(ctx)))
+			return nil, gaveUp(ctx, name, err)
 		}
 	}
+}
+
+// gaveUp returns the error of an Acquire that stops trying: when its
+// context ended, the last attempt's error joined with ErrNotAcquired and
+// the context's cause, so both can be tested with errors.Is.
+func gaveUp(ctx context.Context, name string, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if errors.Is(err, ErrNotAcquired) {
+		return fmt.Errorf("acquire %q: %w", name, errors.Join(ErrNotAcquired, context.Cause(ctx)))
+	}
+	return fmt.Errorf("acquire %q: %w", name, errors.Join(ErrNotAcquired, context.Cause(ctx), err))
 }
 
 // Do acquires the lock named name, calls f with the lease's context and

@@ -218,14 +218,18 @@ func (l *Lease) release(ctx context.Context) (err error) {
 	start := l.c.cfg.now()
 	defer func() { l.observeRelease(start, err) }()
 	deleted, err := l.c.be.release(ctx, l.name, l.owner)
+	if lost == nil && err == nil && !deleted {
+		// The first sign of a loss the keeper had not seen: the lease's
+		// context ends with it, as it would have at the next renewal.
+		lost = fmt.Errorf("%w: lock is gone or held by another owner", ErrLeaseLost)
+		l.lose(lost)
+	}
 	l.cancel(nil) // context.Canceled, unless lost first
 	switch {
 	case lost != nil:
 		return fmt.Errorf("release %q: %w", l.name, lost)
 	case err != nil:
 		return fmt.Errorf("release %q: %w", l.name, err)
-	case !deleted:
-		return fmt.Errorf("release %q: %w: lock is gone or held by another owner", l.name, ErrLeaseLost)
 	}
 	return nil
 }

@@ -158,6 +158,19 @@ func TestLease_Renew_neverRecreates(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
 		t.Errorf("Release of a lost lease error = %v, want ErrLeaseLost", err)
 	}
+
+	// A loss that only Release finds ends the lease's context with it too.
+	l, err = c.TryAcquire(ctx, "gone")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	rdb.Del(ctx, "fencelock:{gone}")
+	if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Release of a deleted lock error = %v, want ErrLeaseLost", err)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("Cause(Context()) after Release found the lock gone = %v, want ErrLeaseLost", cause)
+	}
 }
 
 // The keeper renews the lease past its TTL, and notices a deleted lock at
