@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -61,9 +62,10 @@ func (fo failover) nemesis(r *run) {
 		got = true
 	case <-time.After(2 * time.Second):
 	}
-	var stall chan struct{}
+	stall := make(chan struct{})
+	release := sync.OnceFunc(func() { close(stall) })
+	defer release() // also when a wait below fails the test
 	if got {
-		stall = make(chan struct{})
 		ev.reply <- stall
 	}
 	m.Kill(t)
@@ -76,7 +78,7 @@ func (fo failover) nemesis(r *run) {
 					op.Output.Result == chaos.ResultOK && op.Input.Fence.Token > ev.fence.Token
 			})
 		})
-		close(stall)
+		release()
 	}
 	m.Start(t) // empty: nothing was saved; it rejoins as a replica
 	idle(r, 6*ttl)

@@ -231,9 +231,13 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		defer close(done)
 		w.holders(r, stop)
 	}()
+	stopHolders := sync.OnceFunc(func() {
+		close(stop)
+		<-done
+	})
+	defer stopHolders() // also when the nemesis fails the test
 	w.nemesis(r)
-	close(stop)
-	<-done
+	stopHolders()
 	if w.settle != nil {
 		w.settle(t)
 	}
@@ -371,7 +375,7 @@ func (hr *httpResource) serve(r *run, j *chaos.Journal) func(int) fence.Store {
 	return func(i int) fence.Store { return &chaos.HTTPStore{URL: hr.urls[i], Client: hr.clients[i]} }
 }
 
-// lockClients returns holder i's lock client over rdbs[i].
+// lockClient returns a lock client over rdb with the runs' options.
 func lockClient(rdb redis.UniversalClient) *fencelock.Client {
 	return fencelock.New(rdb, lockOptions())
 }

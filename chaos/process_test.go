@@ -114,7 +114,7 @@ func TestHolderProcessPause(t *testing.T) {
 					cmd.Env = append(os.Environ(), holderEnv+"="+string(cfg))
 					cmd.Stderr = os.Stderr // stdout only says PASS
 					if err := cmd.Start(); err != nil {
-						r.rec.Op(chaos.Op{Client: i, Err: "start holder: " + err.Error()})
+						r.t.Errorf("start holder %d: %v", i, err)
 						continue
 					}
 					mu.Lock()
@@ -148,7 +148,7 @@ func TestHolderProcessPause(t *testing.T) {
 						err = json.Unmarshal(b, &h)
 					}
 					if err != nil {
-						r.rec.Op(chaos.Op{Err: "holder history: " + err.Error()})
+						r.t.Errorf("holder history %s: %v", out, err)
 						continue
 					}
 					r.rec.Merge(h)

@@ -27,9 +27,7 @@ func TestDelayedRequestRedis(t *testing.T) {
 		var proxies []*redistest.Proxy
 		for range holderCount {
 			p := redistest.NewProxy(t, res.Addr())
-			o := redisOptions(p.Addr())
-			o.ContextTimeoutEnabled = true
-			rdb := redis.NewClient(o)
+			rdb := redis.NewClient(redisOptions(p.Addr()))
 			t.Cleanup(func() { rdb.Close() })
 			proxies = append(proxies, p)
 			proxied = append(proxied, rdb)
