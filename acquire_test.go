@@ -54,7 +54,9 @@ func TestClient_Acquire_wokenByRelease(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx := t.Context()
 	c := fencelock.New(rdb, &fencelock.Options{RetryInterval: time.Minute})
-	holder, err := c.TryAcquire(ctx, "handoff")
+	// The holder's Client is another one (as in another process): only the
+	// publish can tell the waiter's Client of the release.
+	holder, err := fencelock.New(rdb, nil).TryAcquire(ctx, "handoff")
 	if err != nil {
 		t.Fatalf("TryAcquire error = %v", err)
 	}

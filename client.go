@@ -77,27 +77,45 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 	}
 	t := acquireTrace{waiting: true}
 	defer func() { t.done(&c.cfg, name, l, err) }()
-	l, _, err = c.try(ctx, name, &t)
-	if !retryable(ctx, err) {
-		return l, gaveUp(ctx, name, err)
-	}
 	channel := c.cfg.channel(name)
-	wc := c.hub.join(ctx, channel, c.cfg.retry)
-	defer c.hub.leave(channel)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		// Taken before the attempt, so a release right after it still wakes us.
-		wake := c.hub.next(wc)
-		var wait time.Duration
-		if l, wait, err = c.try(ctx, name, &t); !retryable(ctx, err) {
+	// Queue behind this Client's waiters rather than barge in ahead of them.
+	if !c.hub.waiting(channel) {
+		l, _, err = c.try(ctx, name, &t)
+		if !retryable(ctx, err) {
 			return l, gaveUp(ctx, name, err)
 		}
-		timer.Reset(c.jitter(wait))
+	}
+	w := c.hub.join(ctx, channel, c.cfg.retry)
+	defer c.hub.leave(channel, w)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for tryNow := true; ; {
+		if tryNow && c.hub.head(channel, w) {
+			// Drop a wake from before this attempt; one after it is kept.
+			select {
+			case <-w.wake:
+			default:
+			}
+			var wait time.Duration
+			if l, wait, err = c.try(ctx, name, &t); !retryable(ctx, err) {
+				return l, gaveUp(ctx, name, err)
+			}
+			timer.Reset(c.jitter(wait))
+		}
 		select {
-		case <-wake:
+		case <-w.wake:
+			tryNow = true
 		case <-timer.C:
+			tryNow = true
+		case <-w.promoted:
+			// The previous head left, most likely holding the lock: its
+			// release will wake us; the timer covers its expiry.
+			tryNow = false
+			timer.Reset(c.jitter(c.cfg.retry))
 		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("acquire %q: %w", name, ErrNotAcquired)
+			}
 			return nil, gaveUp(ctx, name, err)
 		}
 	}

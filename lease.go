@@ -218,6 +218,10 @@ func (l *Lease) release(ctx context.Context) (err error) {
 	start := l.c.cfg.now()
 	defer func() { l.observeRelease(start, err) }()
 	deleted, err := l.c.be.release(ctx, l.name, l.owner)
+	if deleted {
+		// This Client's next waiter need not wait for the publish to come back.
+		l.c.hub.wakeHead(l.c.cfg.channel(l.name))
+	}
 	if lost == nil && err == nil && !deleted {
 		// The first sign of a loss the keeper had not seen: the lease's
 		// context ends with it, as it would have at the next renewal.

