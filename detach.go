@@ -48,8 +48,5 @@ func (c *Client) Attach(name, secret string, token int64) (*Lease, error) {
 	// but without the keeper: it is stopped before its first renewal.
 	l := newLease(context.Background(), c, name, secret, token, time.Now())
 	l.stopKeeper()
-	if l.kept != nil {
-		<-l.kept
-	}
 	return l, nil
 }

@@ -32,11 +32,15 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	// The keeper renews in the background; stopKeeper ends it and kept
-	// is closed when it has returned (nil without a keeper).
-	stopKeeper context.CancelFunc
-	keeperCtx  context.Context
-	kept       chan struct{}
+	// The keeper renews in the background, run by a timer rather than a
+	// goroutine of its own, so a lease released within RenewInterval never
+	// starts one. stopKeeper ends it and waits for a renewal in flight.
+	keeperCtx    context.Context
+	cancelKeeper context.CancelFunc
+	keeper       *time.Timer // nil without background renewal
+	keepMu       sync.Mutex  // guards keepStop and keeping.Add
+	keepStop     bool
+	keeping      sync.WaitGroup
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -61,11 +65,10 @@ func newLease(ctx context.Context, c *Client, name, owner string, token int64, s
 	// The lease keeps the values of the acquiring context, not its end: an
 	// acquire timeout must not end a held lease.
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	l.keeperCtx, l.stopKeeper = context.WithCancel(l.ctx)
+	l.keeperCtx, l.cancelKeeper = context.WithCancel(l.ctx)
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if c.cfg.renewEvery > 0 {
-		l.kept = make(chan struct{})
-		go l.keep()
+		l.keeper = time.AfterFunc(c.cfg.renewEvery, l.keep)
 	}
 	return l
 }
@@ -145,32 +148,50 @@ func (l *Lease) renew(ctx context.Context) (err error) {
 	return nil
 }
 
-// keep renews the lease every RenewInterval, and sooner after a failure,
-// until the lease ends or Release stops it.
+// keep renews the lease when the keeper timer fires, and schedules the
+// next renewal: after RenewInterval, or sooner after a failure, until the
+// lease ends or Release stops it.
 func (l *Lease) keep() {
-	defer close(l.kept)
-	every := l.c.cfg.renewEvery
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.keeperCtx.Done():
-			return
-		case <-t.C:
-		}
-		// A renewal that cannot finish before the deadline is of no use.
-		ctx, cancel := context.WithDeadline(l.keeperCtx, l.Deadline())
-		err := l.renew(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			t.Reset(every)
-		case errors.Is(err, ErrLeaseLost):
-			return
-		default:
-			t.Reset(max(every/4, time.Millisecond))
-		}
+	l.keepMu.Lock()
+	if l.keepStop {
+		l.keepMu.Unlock()
+		return
 	}
+	l.keeping.Add(1)
+	l.keepMu.Unlock()
+	defer l.keeping.Done()
+	if l.keeperCtx.Err() != nil { // lost: nothing left to renew
+		return
+	}
+	// A renewal that cannot finish before the deadline is of no use.
+	ctx, cancel := context.WithDeadline(l.keeperCtx, l.Deadline())
+	err := l.renew(ctx)
+	cancel()
+	next := l.c.cfg.renewEvery
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		return
+	case err != nil:
+		next = max(next/4, time.Millisecond)
+	}
+	l.keepMu.Lock()
+	if !l.keepStop {
+		l.keeper.Reset(next)
+	}
+	l.keepMu.Unlock()
+}
+
+// stopKeeper ends the background renewal and waits for one in flight,
+// which it cancels.
+func (l *Lease) stopKeeper() {
+	l.keepMu.Lock()
+	l.keepStop = true
+	if l.keeper != nil {
+		l.keeper.Stop()
+	}
+	l.keepMu.Unlock()
+	l.cancelKeeper()
+	l.keeping.Wait()
 }
 
 // expire runs when the deadline timer fires; a renewal may have moved the
@@ -207,9 +228,6 @@ func (l *Lease) Release(ctx context.Context) error {
 
 func (l *Lease) release(ctx context.Context) (err error) {
 	l.stopKeeper()
-	if l.kept != nil {
-		<-l.kept
-	}
 	l.expiry.Stop()
 	var lost error
 	if l.ctx.Err() != nil {

@@ -4,9 +4,9 @@
 --   hash tag as KEYS[1]), ARGV[3] 'SPUBLISH' to publish on the key's shard
 --   (Cluster with sharded pub/sub), else 'PUBLISH' or absent
 -- returns 1 if this owner's lock was deleted, 0 if the key is absent, held
---   by another owner, or not a string (then nothing is changed).
-local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+--   by another owner, or not a string (then nothing is changed: pcall turns
+--   GET's WRONGTYPE error into a table that equals no owner).
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if ARGV[3] == 'SPUBLISH' then
     redis.call('SPUBLISH', ARGV[2], '')
