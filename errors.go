@@ -20,6 +20,12 @@ var (
 	// within Options.ReplicaTimeout. The lock was released again.
 	ErrNotReplicated = errors.New("fencelock: not replicated")
 
+	// ErrNoQuorum is wrapped by the errors of a quorum Client (NewQuorum)
+	// when too few nodes answered to decide by majority: the node errors
+	// are joined to it. Nothing was acquired, and what was taken on some
+	// nodes was released again.
+	ErrNoQuorum = errors.New("fencelock: no quorum of nodes answered")
+
 	// ErrInvalid is wrapped by every error caused by bad input: an invalid
 	// lock name, invalid Options, or a nil client. Nothing is sent to
 	// Redis then.

@@ -16,20 +16,29 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, nil)
+	var store fence.Memory // the protected resource; see package fence for Redis, SQL, HTTP
 
-	lease, err := locks.Acquire(ctx, "example:orders")
+	old, err := locks.Acquire(ctx, "example:orders")
 	if err != nil {
 		fmt.Println("acquire:", err)
 		return
 	}
-	// Send lease.Fence() with every write; the resource rejects older tokens.
-	f := lease.Fence()
-	fmt.Println("lock:", f.Lock, "token issued:", f.Token > 0)
+	old.Release(ctx) // as if old's lease had expired while its holder was paused
 
-	if err := lease.Release(ctx); err != nil {
-		fmt.Println("release:", err)
+	next, err := locks.Acquire(ctx, "example:orders")
+	if err != nil {
+		fmt.Println("acquire:", err)
+		return
 	}
-	// Output: lock: example:orders token issued: true
+	defer next.Release(ctx)
+
+	// Every write carries the lease's fence; the store keeps the greatest.
+	fmt.Println("next writes:", store.Put(ctx, "orders", next.Fence(), []byte("v2")))
+	err = store.Put(ctx, "orders", old.Fence(), []byte("v1"))
+	fmt.Println("old holder's late write is stale:", errors.Is(err, fence.ErrStale))
+	// Output:
+	// next writes: <nil>
+	// old holder's late write is stale: true
 }
 
 func ExampleClient_TryAcquire() {
@@ -88,9 +97,11 @@ func ExampleClient_Do() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, nil)
+	var store fence.Memory
+
 	err := locks.Do(ctx, "example:balance", func(ctx context.Context, f fence.Fence) error {
 		fmt.Println("holding", f.Lock)
-		return nil
+		return store.Put(ctx, "balance", f, []byte("100"))
 	})
 	fmt.Println("released:", err == nil)
 	// Output:

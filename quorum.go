@@ -13,12 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNoQuorum is wrapped by the errors of a quorum Client (NewQuorum) when
-// too few nodes answered to decide by majority: the node errors are
-// joined to it. Nothing was acquired, and what was taken on some nodes
-// was released again.
-var ErrNoQuorum = errors.New("fencelock: no quorum of nodes answered")
-
 var (
 	//go:embed quorum_writeback.lua
 	writebackLua    string
