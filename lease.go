@@ -68,7 +68,9 @@ func newLease(ctx context.Context, c *Client, name, owner string, token int64, s
 	l.keeperCtx, l.cancelKeeper = context.WithCancel(l.ctx)
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if c.cfg.renewEvery > 0 {
+		l.keepMu.Lock() // keep may run before AfterFunc returns
 		l.keeper = time.AfterFunc(c.cfg.renewEvery, l.keep)
+		l.keepMu.Unlock()
 	}
 	return l
 }
