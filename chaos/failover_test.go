@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,9 +111,10 @@ func TestSentinelFailover(t *testing.T) {
 			holders:  goroutineHolders,
 			nemesis:  fo.nemesis,
 			settle: func(t *testing.T) {
-				// Ask again: under load the sentinels may have failed
-				// over once more since the run's failover.
-				redistest.WaitReplicasInSync(t, g.Master(t), 2)
+				// The sentinels may still be reconfiguring, or have failed
+				// over once more under load: wait until they agree on a
+				// master that has both replicas in sync.
+				redistest.WaitFor(t, time.Minute, "the Sentinel group to settle", func() bool { return settled(t, g) })
 			},
 		}
 	}})
@@ -168,4 +170,37 @@ func noSyncDelay(t *testing.T, servers ...*redistest.Server) {
 			t.Fatalf("CONFIG SET repl-diskless-sync-delay on %s: %v", s.Addr(), err)
 		}
 	}
+}
+
+// settled reports whether every sentinel names the same master, and that
+// server is a master whose two replicas have its replication offset.
+func settled(t *testing.T, g *redistest.SentinelGroup) bool {
+	ctx := t.Context()
+	var master string
+	for _, addr := range g.SentinelAddrs() {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		hp, err := sc.GetMasterAddrByName(ctx, redistest.MasterName).Result()
+		sc.Close()
+		if err != nil {
+			return false
+		}
+		if m := hp[0] + ":" + hp[1]; master == "" {
+			master = m
+		} else if m != master {
+			return false
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1})
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil || !strings.Contains(info, "role:master") {
+		return false
+	}
+	var offset string
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_repl_offset:"); ok {
+			offset = v
+		}
+	}
+	return offset != "" && strings.Count(info, "state=online,offset="+offset+",") == 2
 }

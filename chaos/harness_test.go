@@ -89,6 +89,10 @@ type world struct {
 	nemesis func(r *run)
 	// settle, if set, restores the deployment between runs.
 	settle func(t *testing.T)
+	// landed, if set, returns the IDs of the calls in the order they
+	// landed at the resource, where the resource has no journal (nil:
+	// unknown).
+	landed func(r *run) ([]int64, error)
 }
 
 // run is one randomized run.
@@ -244,6 +248,13 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 	h := r.rec.History()
 	if ops := r.j.Ops(); len(ops) > 0 {
 		h.Resource = ops
+	}
+	if w.landed != nil {
+		ids, err := w.landed(r)
+		if err != nil {
+			t.Errorf("landed writes: %v", err)
+		}
+		h.Resource = landedOps(h.Ops, ids)
 	}
 	h.Final = map[string]chaos.Final{}
 	for _, res := range []string{chaos.Counter, chaos.Note} {
@@ -405,6 +416,8 @@ type fault struct {
 	// the TTL: a fault that ends a lease matters only to a holder still
 	// working when a newer holder writes.
 	longOnly bool
+	// shortOnly aims only at holders about to write within the TTL.
+	shortOnly bool
 	// stall keeps the victim waiting before its write until the fault
 	// is healed.
 	stall bool
@@ -450,7 +463,7 @@ func targeted(f fault) func(r *run) {
 			case <-healC:
 				healNow()
 			case ev := <-r.reads:
-				if victim >= 0 || (f.longOnly && ev.compute < ttl) || r.rand.IntN(4) == 0 {
+				if victim >= 0 || (f.longOnly && ev.compute < ttl) || (f.shortOnly && ev.compute >= ttl) || r.rand.IntN(4) == 0 {
 					ev.reply <- nil
 					continue
 				}
@@ -521,3 +534,28 @@ func printTable(out *os.File) {
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// landedOps makes a resource journal out of the order in which calls
+// landed at a resource that ignores fences: each call as its holder sent
+// it, accepted, at its position. A read whose reply was lost is left out:
+// what it returned is not known.
+func landedOps(ops []chaos.Op, ids []int64) []chaos.Op {
+	byID := map[int64]chaos.Op{}
+	for _, op := range ops {
+		byID[op.ID] = op
+	}
+	var out []chaos.Op
+	for i, id := range ids {
+		op, ok := byID[id]
+		if !ok || (op.Input.Op == chaos.OpGet && op.Output.Result != chaos.ResultOK) {
+			continue
+		}
+		if op.Input.Op != chaos.OpGet {
+			op.Output = chaos.Output{Result: chaos.ResultOK}
+		}
+		op.Err = ""
+		op.Call, op.Return = int64(2*i), int64(2*i+1)
+		out = append(out, op)
+	}
+	return out
+}

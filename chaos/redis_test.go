@@ -39,15 +39,23 @@ func TestDelayedRequestRedis(t *testing.T) {
 			}
 			return redisfence.New(rdb, &redisfence.Options{Prefix: prefix})
 		}
-		return s.world(func(r *run) (*chaos.Journal, func(int) fence.Store) {
+		w := s.world(func(r *run) (*chaos.Journal, func(int) fence.Store) {
 			// The journal is used only to Load the final state.
 			j := &chaos.Journal{Store: store(r, direct)}
 			return j, func(i int) fence.Store { return store(r, proxied[i]) }
 		}, fault{
-			hold:   func(r *rand.Rand) time.Duration { return between(r, 7, 8) },
-			inject: func(t *testing.T, v int) { proxies[v].SetLatency(6 * ttl) },
-			heal:   func(t *testing.T, v int) { proxies[v].SetLatency(0) },
+			shortOnly: true,
+			hold:      func(r *rand.Rand) time.Duration { return between(r, 1, 1.5) },
+			inject:    func(t *testing.T, v int) { proxies[v].SetLatency(6 * ttl) },
+			heal:      func(t *testing.T, v int) { proxies[v].SetLatency(0) },
 		})
+		w.landed = func(r *run) ([]int64, error) {
+			if p, ok := store(r, direct).(*plainRedis); ok {
+				return p.landed(context.Background())
+			}
+			return nil, nil
+		}
+		return w
 	}})
 }
 
@@ -58,23 +66,61 @@ type plainRedis struct {
 	prefix string
 }
 
+// Every call appends the operation's ID to a log in the same
+// transaction: the order in which the calls landed at the resource, for
+// the checks (the resource journal that redisfence, whose check runs in
+// Lua, cannot offer).
 func (p *plainRedis) Put(ctx context.Context, resource string, f fence.Fence, value []byte) error {
-	return p.rdb.Set(ctx, p.prefix+resource, value, 0).Err()
+	_, err := p.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		tx.Set(ctx, p.prefix+resource, value, 0)
+		p.log(ctx, tx)
+		return nil
+	})
+	return err
+}
+
+func (p *plainRedis) log(ctx context.Context, tx redis.Pipeliner) {
+	if _, id, ok := chaos.OpFrom(ctx); ok {
+		tx.RPush(ctx, p.prefix+"landed", id)
+	}
+}
+
+// landed returns the IDs of the calls in the order they landed.
+func (p *plainRedis) landed(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	err := p.rdb.LRange(ctx, p.prefix+"landed", 0, -1).ScanSlice(&ids)
+	return ids, err
 }
 
 func (p *plainRedis) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
-	v, err := p.rdb.Get(ctx, p.prefix+resource).Bytes()
+	var get *redis.StringCmd
+	_, err := p.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		get = tx.Get(ctx, p.prefix+resource)
+		p.log(ctx, tx)
+		return nil
+	})
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	return get.Bytes()
 }
 
 func (p *plainRedis) Delete(ctx context.Context, resource string, f fence.Fence) error {
-	return p.rdb.Del(ctx, p.prefix+resource).Err()
+	_, err := p.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		tx.Del(ctx, p.prefix+resource)
+		p.log(ctx, tx)
+		return nil
+	})
+	return err
 }
 
 func (p *plainRedis) Load(ctx context.Context, resource string) ([]byte, fence.Fence, error) {
-	v, err := p.Get(ctx, resource, fence.Fence{})
+	v, err := p.rdb.Get(ctx, p.prefix+resource).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fence.Fence{}, nil
+	}
 	return v, fence.Fence{}, err
 }

@@ -47,9 +47,10 @@ func TestDelayedRequest(t *testing.T) {
 		s := newStandalone(t)
 		hr := newHTTPResource(t, true)
 		return s.world(hr.resource, fault{
-			hold:   func(r *rand.Rand) time.Duration { return between(r, 7, 8) },
-			inject: func(t *testing.T, v int) { hr.proxies[v].SetLatency(6 * ttl) },
-			heal:   func(t *testing.T, v int) { hr.proxies[v].SetLatency(0) },
+			shortOnly: true,
+			hold:      func(r *rand.Rand) time.Duration { return between(r, 1, 1.5) },
+			inject:    func(t *testing.T, v int) { hr.proxies[v].SetLatency(6 * ttl) },
+			heal:      func(t *testing.T, v int) { hr.proxies[v].SetLatency(0) },
 		})
 	}})
 }

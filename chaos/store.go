@@ -22,6 +22,12 @@ func WithOp(ctx context.Context, client int, id int64) context.Context {
 	return context.WithValue(ctx, opKey{}, opTag{client, id})
 }
 
+// OpFrom returns the holder and operation ID that WithOp put in ctx.
+func OpFrom(ctx context.Context) (client int, id int64, ok bool) {
+	t, ok := opFrom(ctx)
+	return t.client, t.id, ok
+}
+
 func opFrom(ctx context.Context) (opTag, bool) {
 	t, ok := ctx.Value(opKey{}).(opTag)
 	return t, ok
