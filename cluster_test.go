@@ -48,7 +48,7 @@ func TestCluster_failover(t *testing.T) {
 	old.BlockReplication(t)
 	var maxLost int64
 	for range 5 {
-		maxLost = max(maxLost, tokenOnce(t, c, "t"))
+		maxLost = max(maxLost, acquireToken(t, c, "t"))
 	}
 	lost, err := c.TryAcquire(ctx, "lost")
 	if err != nil {

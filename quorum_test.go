@@ -50,19 +50,6 @@ func quorumClients(tb testing.TB, servers []*redistest.Server) []redis.Universal
 	return clients
 }
 
-// tokenOnce acquires and releases name on a quorum, returning the token.
-func tokenOnce(t *testing.T, c *fencelock.Client, name string) int64 {
-	t.Helper()
-	l, err := c.TryAcquire(t.Context(), name)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) error = %v, want nil", name, err)
-	}
-	if err := l.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) error = %v, want nil", name, err)
-	}
-	return l.Token()
-}
-
 func TestNewQuorum_invalid(t *testing.T) {
 	t.Parallel()
 	for _, nodes := range [][]redis.UniversalClient{nil, {nil}} {
@@ -95,7 +82,7 @@ func TestQuorum_tokensAcrossMajorities(t *testing.T) {
 			last := ahead
 			check := func(step string) {
 				t.Helper()
-				if got := tokenOnce(t, c, name); got <= last {
+				if got := acquireToken(t, c, name); got <= last {
 					t.Fatalf("%s: token = %d, want > %d (the previous one)", step, got, last)
 				} else {
 					last = got
@@ -346,7 +333,7 @@ func TestQuorum_validitySpent(t *testing.T) {
 	_, nodes := quorumNodes(t, 3)
 	const ttl = 300 * time.Millisecond
 	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: ttl, RenewInterval: -1})
-	tokenOnce(t, c, "warm-up") // loads the scripts: the replies, not NOSCRIPT, are slow
+	acquireToken(t, c, "warm-up") // loads the scripts: the replies, not NOSCRIPT, are slow
 	hook := &slowWriteback{delay: ttl}
 	for _, rdb := range nodes {
 		rdb.AddHook(hook)
@@ -363,16 +350,5 @@ func TestQuorum_validitySpent(t *testing.T) {
 // release).
 func BenchmarkQuorumAcquireRelease(b *testing.B) {
 	_, nodes := quorumNodes(b, 3)
-	locks := fencelock.NewQuorum(nodes, nil)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		l, err := locks.Acquire(ctx, "bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchAcquireRelease(b, fencelock.NewQuorum(nodes, nil))
 }

@@ -53,7 +53,7 @@ func TestSentinel_failover(t *testing.T) {
 	// Issued on the master only: several tokens, and a lease held.
 	var maxLost int64
 	for range 5 {
-		maxLost = max(maxLost, tokenOnce(t, c, "x"))
+		maxLost = max(maxLost, acquireToken(t, c, "x"))
 	}
 	lost, err := c.TryAcquire(ctx, "lost")
 	if err != nil {
