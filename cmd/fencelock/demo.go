@@ -36,7 +36,7 @@ func (c *cli) demo(ctx context.Context, args []string) int {
 		ttl    time.Duration
 	)
 	cmd := c.command("demo", "[flags]", demoAbout)
-	cmd.fs.StringVar(&rawURL, "redis", "", "use the Redis at `URL` instead of starting redis-server")
+	cmd.fs.StringVar(&rawURL, "redis", "", "use the Redis node at `URL` (redis://, rediss:// or unix://) instead of starting redis-server")
 	cmd.fs.DurationVar(&ttl, "ttl", 400*time.Millisecond, "holder A's lease TTL, which its pause outlasts")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 0 || dashes) {
@@ -47,7 +47,13 @@ func (c *cli) demo(ctx context.Context, args []string) int {
 	}
 	var opts *redis.Options
 	if err == nil && rawURL != "" {
-		opts, err = redisOptions(rawURL, c.getenv)
+		var t *redisTarget
+		if t, err = redisOptions(rawURL, c.getenv); err == nil {
+			opts = t.node
+			if opts == nil {
+				err = usageErrorf("--redis %s: demo runs on a single Redis node; give a redis:// URL", redactedURL(rawURL))
+			}
+		}
 	}
 	if err != nil {
 		return cmd.exit(err)

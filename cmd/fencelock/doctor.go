@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -21,6 +22,13 @@ commands, persistence, eviction, replication, Sentinel or Cluster, clock
 offset, round-trip time, and a test acquire/renew/release (under the key
 prefix PREFIXdoctor:). Each finding has a severity (ok, info, warn,
 critical) and, where something should change, the fix.
+
+What is audited follows --redis: a redis:// URL audits that one node;
+a redis+sentinel:// URL audits the master the Sentinels name now (the
+Sentinels themselves are not audited); a redis+cluster:// URL audits every
+master of the Cluster, each finding naming its node, and takes the test
+lock through the Cluster client. Replicas are judged from their master's
+INFO only.
 
 Works on managed servers where CONFIG is disabled: what only CONFIG can
 tell is reported as not checked. Exits 1 if a finding is critical, 125 if
@@ -72,18 +80,27 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 	if err == nil && (len(pos) > 0 || dashes) {
 		err = usageErrorf("unexpected argument %q", append(pos, "--")[0])
 	}
-	var opts *redis.Options
+	var target *redisTarget
 	if err == nil {
-		opts, err = cn.check(c.getenv)
+		target, err = cn.check(c.getenv)
 	}
 	if err != nil {
 		return cmd.exit(err)
 	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-
 	rep := &doctorReport{Redis: redactedURL(cn.url)}
-	reachable := diagnose(ctx, rdb, &cn, rep)
+	var reachable bool
+	switch {
+	case target.cluster != nil:
+		reachable = diagnoseCluster(ctx, target.cluster, &cn, rep)
+	case target.failover != nil:
+		rdb := redis.NewFailoverClient(target.failover)
+		defer rdb.Close()
+		reachable = diagnose(ctx, rdb, &cn, rep, viaSentinel)
+	default:
+		rdb := redis.NewClient(target.node)
+		defer rdb.Close()
+		reachable = diagnose(ctx, rdb, &cn, rep, viaNode)
+	}
 
 	if asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -115,33 +132,92 @@ func printReport(c *cli, rep *doctorReport) {
 	fmt.Fprintf(c.stdout, "\ncritical: %d, warnings: %d\n", rep.Critical, rep.Warnings)
 }
 
+// How doctor reached the server it audits.
+const (
+	viaNode     = iota // a redis:// URL: the node named
+	viaSentinel        // a redis+sentinel:// URL: the master the Sentinels name
+	viaCluster         // a redis+cluster:// URL: one master of the Cluster
+)
+
 // diagnose runs every check it can, adding findings to rep. It reports
 // false if the server could not be reached at all.
-func diagnose(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorReport) bool {
+func diagnose(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorReport, via int) bool {
+	reachable, data := diagnoseNode(ctx, rdb, rdb, cn, rep, via)
+	if data {
+		checkLock(ctx, rdb, cn, rep)
+	}
+	return reachable
+}
+
+// diagnoseCluster audits every master of the Cluster, prefixing each
+// finding with the node's address, then takes the test lock through the
+// Cluster client.
+func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, rep *doctorReport) bool {
+	cc := redis.NewClusterClient(opts)
+	defer cc.Close()
+	if err := cc.Ping(ctx).Err(); err != nil {
+		rep.add("connect", sevCritical, "cannot reach the Cluster: "+err.Error(),
+			"check --redis (or REDIS_URL) names Cluster nodes, REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss+cluster://) and the network")
+		return false
+	}
+	var (
+		mu      sync.Mutex
+		masters []*redis.Client
+	)
+	err := cc.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		masters = append(masters, node)
+		return nil
+	})
+	if err != nil {
+		rep.add("connect", sevCritical, "cannot list the Cluster's masters: "+err.Error(), "check that every master is reachable from this host")
+		return false
+	}
+	slices.SortFunc(masters, func(a, b *redis.Client) int { return strings.Compare(a.Options().Addr, b.Options().Addr) })
+	for _, node := range masters {
+		sub := &doctorReport{}
+		diagnoseNode(ctx, node, cc, cn, sub, viaCluster)
+		if rep.Server == "" {
+			rep.Server = sub.Server
+		}
+		for _, f := range sub.Findings {
+			rep.add(f.Check, f.Severity, node.Options().Addr+": "+f.Message, f.Fix)
+		}
+	}
+	rep.add("mode", sevOK, fmt.Sprintf("Cluster of %d masters, each audited above", len(masters)), "")
+	checkLock(ctx, cc, cn, rep)
+	return true
+}
+
+// diagnoseNode runs the checks of one server; keys takes the probe key of
+// checkCommands (the node itself, or the Cluster client). It reports
+// whether the server was reached, and whether it holds data (the test
+// lock makes sense there).
+func diagnoseNode(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, cn *conn, rep *doctorReport, via int) (reachable, data bool) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rep.add("connect", sevCritical, "cannot reach the server: "+err.Error(),
 			"check --redis (or REDIS_URL), REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss://) and the network")
-		return false
+		return false, false
 	}
 	info, err := rdb.Info(ctx).Result()
 	if err != nil {
 		rep.add("server", sevCritical, "INFO failed: "+err.Error(), "grant the connection's ACL user the INFO command")
-		return true
+		return true, false
 	}
 	inf := parseInfo(info)
 
-	if !checkServer(rep, inf) {
-		return true // a Sentinel: nothing else applies
+	if !checkServer(rep, inf, via) {
+		return true, false // a Sentinel: nothing else applies
 	}
-	checkCommands(ctx, rdb, cn, rep)
+	checkCommands(ctx, rdb, keys, cn, rep)
 	cfg := configGetter{rdb: rdb}
 	checkPersistence(ctx, &cfg, rep, inf)
 	checkEviction(rep, inf)
 	checkReplication(ctx, &cfg, rep, inf)
 	checkClock(ctx, rdb, rep)
 	checkRTT(ctx, rdb, cn, rep)
-	checkLock(ctx, rdb, cn, rep)
-	return true
+	return true, true
 }
 
 // parseInfo reads INFO's "key:value" lines.
@@ -161,7 +237,7 @@ func parseInfo(s string) map[string]string {
 
 // checkServer reports flavour, version and mode; false means the server
 // is a Sentinel.
-func checkServer(rep *doctorReport, inf map[string]string) bool {
+func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
 	flavour, version, minVersion := "Redis", inf["redis_version"], "6.2"
 	if inf["server_name"] == "valkey" {
 		flavour, minVersion = "Valkey", "7.2"
@@ -183,14 +259,18 @@ func checkServer(rep *doctorReport, inf map[string]string) bool {
 	} else {
 		rep.add("server", sevOK, fmt.Sprintf("%s %s", flavour, version), "")
 	}
-	switch mode {
-	case "sentinel":
+	switch {
+	case mode == "sentinel":
 		rep.add("mode", sevCritical, "this is a Sentinel, which keeps no data: locks cannot live here",
-			"point --redis at the master that the Sentinels monitor (Sentinel URLs are not supported by the CLI yet)")
+			"use --redis redis+sentinel://SENTINEL:PORT[,SENTINEL:PORT...]/MASTER to reach the master the Sentinels name")
 		return false
-	case "cluster":
-		rep.add("mode", sevWarn, "Cluster mode: the library's hash tags keep each lock and its token in one slot, but the CLI talks to this one node and gets MOVED for locks of other slots",
-			"use the library with a redis.ClusterClient (Cluster URLs are not supported by the CLI yet)")
+	case mode == "cluster" && via == viaCluster:
+		// diagnoseCluster reports the mode once, for all masters.
+	case mode == "cluster":
+		rep.add("mode", sevWarn, "Cluster mode: the library's hash tags keep each lock and its token in one slot, but a redis:// URL talks to this one node and gets MOVED for locks of other slots",
+			"use --redis redis+cluster://NODE:PORT[,NODE:PORT...] (or a redis.ClusterClient in the library)")
+	case via == viaSentinel:
+		rep.add("mode", sevOK, mode+": the master that the Sentinels name now", "")
 	default:
 		rep.add("mode", sevOK, mode, "")
 	}
@@ -215,7 +295,7 @@ func versionLess(v, than string) bool {
 	return false
 }
 
-func checkCommands(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorReport) {
+func checkCommands(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, cn *conn, rep *doctorReport) {
 	names := []string{"DELEX", "DELIFEQ", "WAITAOF"}
 	reply, err := rdb.Do(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ", "WAITAOF").Slice()
 	if err != nil || len(reply) != len(names) {
@@ -232,13 +312,13 @@ func checkCommands(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctor
 	}
 	// SET ... IFEQ is an option, not a command: try it on a key of ours.
 	key := cn.prefix + "doctor:{probe-" + randomHex() + "}"
-	err = rdb.Do(ctx, "SET", key, "x", "IFEQ", "x", "PX", 1000).Err()
+	err = keys.Do(ctx, "SET", key, "x", "IFEQ", "x", "PX", 1000).Err()
 	if err == nil || errors.Is(err, redis.Nil) {
 		have = append(have, "SET IFEQ")
 	} else {
 		lack = append(lack, "SET IFEQ")
 	}
-	rdb.Del(ctx, key)
+	keys.Del(ctx, key)
 
 	msg := "native: " + listOrNone(have) + "; missing: " + listOrNone(lack)
 	if slices.Contains(have, "DELEX") || slices.Contains(have, "DELIFEQ") {
@@ -424,7 +504,7 @@ func checkRTT(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorRepor
 
 // checkLock acquires, renews and releases a lock of its own, twice, and
 // checks that tokens increase.
-func checkLock(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorReport) {
+func checkLock(ctx context.Context, rdb redis.UniversalClient, cn *conn, rep *doctorReport) {
 	prefix := cn.prefix + "doctor:"
 	name := "probe-" + randomHex()
 	locks := fencelock.New(rdb, &fencelock.Options{TTL: cn.ttl, Prefix: prefix, RenewInterval: -1, TokenRetention: cn.ttl})

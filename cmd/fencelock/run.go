@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/redis/go-redis/v9"
 )
 
 const runAbout = `Acquire the lock NAME (waiting up to --wait), run COMMAND while the lease
@@ -73,7 +72,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 			err = usageErrorf("--grace %v is negative", grace)
 		}
 	}
-	var opts *redis.Options
+	var opts *redisTarget
 	if err == nil {
 		opts, err = cn.check(c.getenv)
 	}

@@ -201,7 +201,7 @@ func TestRun_usage(t *testing.T) {
 		{"run", "--redis", "http://example.com", "name", "--", "true"},
 		{"run", "--redis", "redis://[::1", "name", "--", "true"},
 		{"run", "--redis", "redis://127.0.0.1:1/notadb", "name", "--", "true"},
-		{"run", "--redis", "redis+sentinel://127.0.0.1:1/mymaster", "name", "--", "true"},
+		{"run", "--redis", "redis+sentinel://127.0.0.1:1", "name", "--", "true"},
 		{"run", "--redis", url, "--prefix", "", "name", "--", "true"},
 		{"run", "--redis", url, "bad{name}", "--", "true"},
 		{"bogus"},
@@ -252,6 +252,9 @@ func FuzzRedisOptions(f *testing.F) {
 		"redis://127.0.0.1:6379", "rediss://user:secretpw@host:6380/2", "unix:///tmp/r.sock?db=1",
 		"redis://:secretpw@h/x", "redis://u:secretpw@[::1", "http://u:secretpw@h", "redis+sentinel://u:secretpw@h/m",
 		"redis://u:secretpw@h/?dial_timeout=bad",
+		"redis+sentinel://u:secretpw@h1:1,h2:2/m/0", "rediss+sentinel://u:secretpw@h/m?addr=secretpw",
+		"redis+sentinel://u:secretpw@h/m?password=secretpw", "redis+cluster://u:secretpw@h1,h2:2?dial_timeout=secretpw",
+		"rediss+cluster://:secretpw@h/5", "redis+cluster://u:secretpw@h:secretpw",
 	} {
 		f.Add(s)
 	}

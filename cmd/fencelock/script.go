@@ -64,7 +64,7 @@ func (c *cli) acquire(ctx context.Context, args []string) int {
 	if err == nil && wait < 0 {
 		err = usageErrorf("--wait %v is negative", wait)
 	}
-	var opts *redis.Options
+	var opts *redisTarget
 	if err == nil {
 		opts, err = cn.check(c.getenv)
 	}
@@ -133,7 +133,7 @@ func (c *cli) attached(ctx context.Context, name string, args []string, about st
 	if err == nil && (len(pos) > 1 || dashes) {
 		err = usageErrorf("want at most one NAME")
 	}
-	var opts *redis.Options
+	var opts *redisTarget
 	if err == nil {
 		opts, err = cn.check(c.getenv)
 	}
@@ -278,14 +278,14 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if err == nil {
 		err = validName(pos[0])
 	}
-	var opts *redis.Options
+	var opts *redisTarget
 	if err == nil {
 		opts, err = cn.check(c.getenv)
 	}
 	if err != nil {
 		return cmd.exit(err)
 	}
-	rdb := redis.NewClient(opts)
+	rdb := opts.client()
 	defer rdb.Close()
 	st, err := readStatus(ctx, rdb, &cn, pos[0])
 	if err != nil {
@@ -312,7 +312,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 }
 
 // readStatus reads the lock and its token counter in one transaction.
-func readStatus(ctx context.Context, rdb *redis.Client, cn *conn, name string) (lockStatus, error) {
+func readStatus(ctx context.Context, rdb redis.UniversalClient, cn *conn, name string) (lockStatus, error) {
 	st := lockStatus{Name: name}
 	var owner *redis.StringCmd
 	var pttl *redis.DurationCmd
