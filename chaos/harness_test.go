@@ -329,32 +329,37 @@ func memoryResource(r *run) (*chaos.Journal, func(int) fence.Store) {
 	return j, func(int) fence.Store { return j }
 }
 
-// httpResource serves each run's journaled store over HTTP on one
+// httpResource serves each run's resource (chaos.HTTPResource:
+// httpfence.Middleware in front of the resource's handler) on one
 // loopback server; with proxied, every holder reaches it through its own
-// proxy (for delayed requests). Requests go to the store of the run whose
-// lock name their fence carries: a request delayed past the end of its
-// run must not land in the next one.
+// proxy (for delayed requests). Requests go to the resource of the run
+// whose lock name their fence carries: a request delayed past the end of
+// its run must not land in the next one.
 type httpResource struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
-	run     map[string]*chaos.Journal
+	run     map[string]*chaos.HTTPResource
 	proxies []*redistest.Proxy
-	clients []*http.Client
+	// clients[fenced][i] is holder i's client.
+	clients map[bool][]*http.Client
 	urls    []string
+	// prepare, if set, is applied to each run's journal before the run's
+	// requests can reach it.
+	prepare func(r *run, j *chaos.Journal)
 }
 
 func newHTTPResource(t *testing.T, proxied bool) *httpResource {
-	hr := &httpResource{run: map[string]*chaos.Journal{}}
+	hr := &httpResource{run: map[string]*chaos.HTTPResource{}, clients: map[bool][]*http.Client{}}
 	hr.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		f, err := fence.Parse(req.Header.Get("Fence"))
+		name, ok := chaos.RunOf(req)
 		hr.mu.Lock()
-		j := hr.run[f.Lock]
+		res := hr.run[name]
 		hr.mu.Unlock()
-		if err != nil || j == nil {
+		if !ok || res == nil {
 			http.Error(w, "no such run", http.StatusNotFound)
 			return
 		}
-		chaos.HTTPHandler(j).ServeHTTP(w, req)
+		res.ServeHTTP(w, req)
 	}))
 	t.Cleanup(hr.srv.Close)
 	for range holderCount {
@@ -364,26 +369,27 @@ func newHTTPResource(t *testing.T, proxied bool) *httpResource {
 			hr.proxies = append(hr.proxies, p)
 			addr = p.Addr()
 		}
-		c := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}}
-		t.Cleanup(c.CloseIdleConnections)
-		hr.clients = append(hr.clients, c)
+		for _, fenced := range []bool{true, false} {
+			c := chaos.NewHTTPClient(fenced)
+			t.Cleanup(c.CloseIdleConnections)
+			hr.clients[fenced] = append(hr.clients[fenced], c)
+		}
 		hr.urls = append(hr.urls, "http://"+addr)
 	}
 	return hr
 }
 
+// resource makes r's resource, serves it for r's requests, and returns
+// its journal and each holder's view.
 func (hr *httpResource) resource(r *run) (*chaos.Journal, func(int) fence.Store) {
-	j, _ := memoryResource(r)
-	return j, hr.serve(r, j)
-}
-
-// serve serves j, complete, for r's requests, and returns each holder's
-// view.
-func (hr *httpResource) serve(r *run, j *chaos.Journal) func(int) fence.Store {
+	res := chaos.NewHTTPResource(r.fenced)
+	if hr.prepare != nil {
+		hr.prepare(r, res.Journal)
+	}
 	hr.mu.Lock()
-	hr.run[r.name] = j
+	hr.run[r.name] = res
 	hr.mu.Unlock()
-	return func(i int) fence.Store { return &chaos.HTTPStore{URL: hr.urls[i], Client: hr.clients[i]} }
+	return res.Journal, func(i int) fence.Store { return &chaos.HTTPStore{URL: hr.urls[i], Client: hr.clients[r.fenced][i]} }
 }
 
 // lockClient returns a lock client over rdb with the runs' options.

@@ -3,44 +3,68 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/httpfence"
 )
 
-// The HTTP resource is a fence.Store served over HTTP, so that holders in
-// other processes, and requests delayed by a proxy, reach one resource.
-// It is the harness's own small protocol: POST /put, /get and /delete
-// with ?resource=, the fence in the Fence header (fence.Fence's text
-// form), the value as the body; 409 Conflict means stale. The Chaos-Op
-// header carries "client/op" for the Journal.
+// The HTTP resource is the library's HTTP adapter end to end: a small
+// handler that keeps the values (the resource's own read and write
+// logic: POST /put, /get and /delete with ?resource=, the value as the
+// body) behind httpfence.Middleware over a fence.Memory, and holders
+// whose client sends the fence with httpfence.Transport. A stale fence
+// gets the middleware's 409 with an RFC 9457 problem body.
+//
+// The harness adds headers of its own, which the resource's logic never
+// reads: Chaos-Op carries "client/op" and Chaos-Fence the fence the
+// holder meant to send, so that the Journal records each decision, also
+// in the unfenced control where no Fencing-Token is sent.
 const (
-	fenceHeader   = "Fence"
 	opHeader      = "Chaos-Op"
+	recordHeader  = "Chaos-Fence"
 	presentHeader = "Chaos-Present"
 )
 
-// HTTPHandler serves store over HTTP.
-func HTTPHandler(store fence.Store) http.Handler {
+// HTTPResource is one run's resource behind httpfence.Middleware.
+type HTTPResource struct {
+	// Journal records every decision, in the order the resource made
+	// them; its Store is the handler's storage of values (a Plain: the
+	// resource's logic does not check fences, the middleware does), for
+	// Load.
+	Journal *Journal
+
+	handler http.Handler
+}
+
+// NewHTTPResource returns a resource whose middleware checks fences
+// against a fence.Memory of its own; unfenced (the negative control),
+// the middleware is Optional and the holders send no fence.
+func NewHTTPResource(fenced bool) *HTTPResource {
+	data := &Plain{}
+	mw := &httpfence.Middleware{
+		Store:    &fence.Memory{},
+		Resource: func(r *http.Request) (string, bool) { return r.URL.Query().Get("resource"), true },
+		Optional: !fenced,
+	}
+	return &HTTPResource{Journal: &Journal{Store: data}, handler: mw.Handler(valueHandler(data))}
+}
+
+// valueHandler is the resource's own logic: it reads and writes values,
+// with the fence the middleware admitted (recorded for Load only).
+func valueHandler(data *Plain) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, err := fence.Parse(r.Header.Get(fenceHeader))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		ctx := r.Context()
-		var client int
-		var id int64
-		if _, err := fmt.Sscanf(r.Header.Get(opHeader), "%d/%d", &client, &id); err == nil {
-			ctx = WithOp(ctx, client, id)
-		}
+		f, _ := httpfence.FromContext(r.Context())
 		resource := r.URL.Query().Get("resource")
 		var v []byte
+		var err error
 		switch r.URL.Path {
 		case "/put":
 			body, rerr := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -48,27 +72,115 @@ func HTTPHandler(store fence.Store) http.Handler {
 				http.Error(w, rerr.Error(), http.StatusBadRequest)
 				return
 			}
-			err = store.Put(ctx, resource, f, body)
+			err = data.Put(r.Context(), resource, f, body)
 		case "/get":
-			v, err = store.Get(ctx, resource, f)
+			v, err = data.Get(r.Context(), resource, f)
 		case "/delete":
-			err = store.Delete(ctx, resource, f)
+			err = data.Delete(r.Context(), resource, f)
 		default:
 			http.NotFound(w, r)
 			return
 		}
-		switch {
-		case errors.Is(err, fence.ErrStale):
-			http.Error(w, err.Error(), http.StatusConflict)
-		case err != nil:
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
-		default:
-			if v != nil {
-				w.Header().Set(presentHeader, "1")
-			}
-			w.Write(v)
+			return
 		}
+		if v != nil {
+			w.Header().Set(presentHeader, "1")
+		}
+		w.Write(v)
 	})
+}
+
+// ServeHTTP serves one request through the middleware and records the
+// decision in the Journal.
+func (res *HTTPResource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	in := Input{Resource: r.URL.Query().Get("resource")}
+	switch r.URL.Path {
+	case "/put":
+		in.Op, in.Value = OpPut, string(body)
+	case "/get":
+		in.Op = OpGet
+	case "/delete":
+		in.Op = OpDelete
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	in.Fence, _ = fence.Parse(r.Header.Get(recordHeader))
+	ctx := r.Context()
+	var client int
+	var id int64
+	if _, err := fmt.Sscanf(r.Header.Get(opHeader), "%d/%d", &client, &id); err == nil {
+		ctx = WithOp(ctx, client, id)
+	}
+	var rec response
+	res.Journal.Record(ctx, in, func() ([]byte, error) {
+		rec = response{header: http.Header{}, status: http.StatusOK}
+		req := r.WithContext(ctx)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		res.handler.ServeHTTP(&rec, req)
+		return decode(in.Op, rec.status, rec.header, rec.body.Bytes())
+	})
+	for k, vs := range rec.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+}
+
+// response captures a response, so that the journal records the
+// decision before the reply leaves.
+type response struct {
+	header      http.Header
+	status      int
+	wroteHeader bool
+	body        bytes.Buffer
+}
+
+func (rw *response) Header() http.Header { return rw.header }
+
+func (rw *response) WriteHeader(status int) {
+	if !rw.wroteHeader {
+		rw.status, rw.wroteHeader = status, true
+	}
+}
+
+func (rw *response) Write(b []byte) (int, error) {
+	rw.WriteHeader(http.StatusOK)
+	return rw.body.Write(b)
+}
+
+// problem is the part of the middleware's RFC 9457 body that is read.
+type problem struct {
+	Type   string `json:"type"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// decode turns a response into what the call returned: the value of a
+// get, ErrStale for the middleware's 409 problem, another error else.
+func decode(op string, status int, h http.Header, body []byte) ([]byte, error) {
+	switch status {
+	case http.StatusOK:
+		if op != OpGet || h.Get(presentHeader) == "" {
+			return nil, nil
+		}
+		return body, nil
+	case http.StatusConflict:
+		var p problem
+		mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+		if mt != "application/problem+json" || json.Unmarshal(body, &p) != nil || p.Status != status {
+			return nil, fmt.Errorf("409 without a problem body: %q", bytes.TrimSpace(body))
+		}
+		return nil, fmt.Errorf("%w: %s (%s)", fence.ErrStale, p.Detail, p.Type)
+	}
+	return nil, fmt.Errorf("%d: %s", status, bytes.TrimSpace(body))
 }
 
 // HTTPStore is the holders' side of the HTTP resource. Load is not
@@ -78,22 +190,41 @@ type HTTPStore struct {
 	Client *http.Client
 }
 
+// NewHTTPClient returns a holder's client: fenced, it sends each call's
+// fence with httpfence.Transport; unfenced, it sends none.
+func NewHTTPClient(fenced bool) *http.Client {
+	base := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}
+	if !fenced {
+		return &http.Client{Transport: base}
+	}
+	return &http.Client{Transport: &httpfence.Transport{Base: base, Fence: RequestFence}}
+}
+
+type fenceKey struct{}
+
+// RequestFence returns the fence of the HTTPStore call req belongs to:
+// the Fence of httpfence.Transport.
+func RequestFence(req *http.Request) (fence.Fence, bool) {
+	f, ok := req.Context().Value(fenceKey{}).(fence.Fence)
+	return f, ok
+}
+
 var _ fence.Store = (*HTTPStore)(nil)
 
 // Put sends a fenced write.
 func (s *HTTPStore) Put(ctx context.Context, resource string, f fence.Fence, value []byte) error {
-	_, err := s.do(ctx, "/put", resource, f, value)
+	_, err := s.do(ctx, OpPut, resource, f, value)
 	return err
 }
 
 // Get sends a fenced read.
 func (s *HTTPStore) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
-	return s.do(ctx, "/get", resource, f, nil)
+	return s.do(ctx, OpGet, resource, f, nil)
 }
 
 // Delete sends a fenced delete.
 func (s *HTTPStore) Delete(ctx context.Context, resource string, f fence.Fence) error {
-	_, err := s.do(ctx, "/delete", resource, f, nil)
+	_, err := s.do(ctx, OpDelete, resource, f, nil)
 	return err
 }
 
@@ -102,12 +233,13 @@ func (s *HTTPStore) Load(ctx context.Context, resource string) ([]byte, fence.Fe
 	return nil, fence.Fence{}, errors.ErrUnsupported
 }
 
-func (s *HTTPStore) do(ctx context.Context, path, resource string, f fence.Fence, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path+"?resource="+url.QueryEscape(resource), bytes.NewReader(body))
+func (s *HTTPStore) do(ctx context.Context, op, resource string, f fence.Fence, body []byte) ([]byte, error) {
+	ctx = context.WithValue(ctx, fenceKey{}, f)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/"+op+"?resource="+url.QueryEscape(resource), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set(fenceHeader, f.String())
+	req.Header.Set(recordHeader, f.String())
 	if t, ok := opFrom(ctx); ok {
 		req.Header.Set(opHeader, strconv.Itoa(t.client)+"/"+strconv.FormatInt(t.id, 10))
 	}
@@ -120,14 +252,16 @@ func (s *HTTPStore) do(ctx context.Context, path, resource string, f fence.Fence
 	if err != nil {
 		return nil, err
 	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		if resp.Header.Get(presentHeader) == "" {
-			return nil, nil
-		}
-		return b, nil
-	case http.StatusConflict:
-		return nil, fmt.Errorf("%s %q: %w: %s", path, resource, fence.ErrStale, bytes.TrimSpace(b))
+	v, err := decode(op, resp.StatusCode, resp.Header, b)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", op, resource, err)
 	}
-	return nil, fmt.Errorf("%s %q: %s: %s", path, resource, resp.Status, bytes.TrimSpace(b))
+	return v, nil
+}
+
+// RunOf returns the lock name of the fence a request to the HTTP
+// resource was sent with: which run it belongs to.
+func RunOf(r *http.Request) (string, bool) {
+	f, err := fence.Parse(r.Header.Get(recordHeader))
+	return f.Lock, err == nil
 }

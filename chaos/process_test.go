@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,13 +26,14 @@ import (
 const holderEnv = "CHAOS_HOLDER"
 
 type holderConfig struct {
-	ID    int
-	Lock  string // the lock Redis's address
-	URL   string // the HTTP resource
-	Name  string // the lock name
-	Seed  uint64
-	Until int64  // wall clock, ns: stop starting cycles
-	Out   string // where to write the History
+	ID     int
+	Lock   string // the lock Redis's address
+	URL    string // the HTTP resource
+	Name   string // the lock name
+	Fenced bool   // send fences (httpfence.Transport)
+	Seed   uint64
+	Until  int64  // wall clock, ns: stop starting cycles
+	Out    string // where to write the History
 }
 
 // TestHolderProcess is not a test: it is the body of a holder process
@@ -54,7 +54,7 @@ func TestHolderProcess(t *testing.T) {
 		ID:        c.ID,
 		Lock:      fencelock.New(rdb, lockOptions()),
 		Name:      c.Name,
-		Store:     &chaos.HTTPStore{URL: c.URL, Client: &http.Client{Transport: &http.Transport{Proxy: nil}}},
+		Store:     &chaos.HTTPStore{URL: c.URL, Client: chaos.NewHTTPClient(c.Fenced)},
 		Rec:       rec,
 		Rand:      rand.New(rand.NewPCG(c.Seed, uint64(c.ID)+1)),
 		TTL:       ttl,
@@ -83,6 +83,9 @@ func TestHolderProcessPause(t *testing.T) {
 	runScenario(t, scenario{name: "holder-process-pause", adapter: "http", shortRuns: 3, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		hr := newHTTPResource(t, false)
+		hr.prepare = func(r *run, j *chaos.Journal) {
+			j.AfterRead = func(client int, f fence.Fence) { r.afterRead(client, f, 0) }
+		}
 		var mu sync.Mutex
 		procs := map[int]*os.Process{}
 		signal := func(t *testing.T, v int, sig syscall.Signal) {
@@ -98,18 +101,14 @@ func TestHolderProcessPause(t *testing.T) {
 		}
 		dir := t.TempDir()
 		return &world{
-			resource: func(r *run) (*chaos.Journal, func(int) fence.Store) {
-				j, _ := memoryResource(r)
-				j.AfterRead = func(client int, f fence.Fence) { r.afterRead(client, f, 0) }
-				return j, hr.serve(r, j)
-			},
+			resource: hr.resource,
 			holders: func(r *run, stop <-chan struct{}) {
 				until := time.Now().Add(runFor).UnixNano()
 				var cmds []*exec.Cmd
 				var outs []string
 				for i := range holderCount {
 					out := filepath.Join(dir, fmt.Sprintf("%s-%d.json", r.name, i))
-					cfg, _ := json.Marshal(holderConfig{ID: i, Lock: srv.Addr(), URL: hr.urls[i], Name: r.name, Seed: r.seed, Until: until, Out: out})
+					cfg, _ := json.Marshal(holderConfig{ID: i, Lock: srv.Addr(), URL: hr.urls[i], Name: r.name, Fenced: r.fenced, Seed: r.seed, Until: until, Out: out})
 					cmd := exec.Command(os.Args[0], "-test.run=^TestHolderProcess$", "-test.count=1")
 					cmd.Env = append(os.Environ(), holderEnv+"="+string(cfg))
 					cmd.Stderr = os.Stderr // stdout only says PASS

@@ -14,13 +14,19 @@ import (
 func TestHolderPause(t *testing.T) {
 	runScenario(t, scenario{name: "holder-pause", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
-		return s.world(memoryResource, fault{
-			stall:  true,
-			hold:   func(r *rand.Rand) time.Duration { return between(r, 2, 4) },
-			inject: func(t *testing.T, v int) { s.proxies[v].Partition() },
-			heal:   func(t *testing.T, v int) { s.proxies[v].Heal() },
-		})
+		return s.world(memoryResource, holderPause(s))
 	}})
+}
+
+// holderPause is TestHolderPause's fault: the victim stalls after its
+// read for 2–4 TTLs while its connection to the lock Redis is frozen.
+func holderPause(s *standalone) fault {
+	return fault{
+		stall:  true,
+		hold:   func(r *rand.Rand) time.Duration { return between(r, 2, 4) },
+		inject: func(t *testing.T, v int) { s.proxies[v].Partition() },
+		heal:   func(t *testing.T, v int) { s.proxies[v].Heal() },
+	}
 }
 
 // TestPartition partitions a holder from the lock Redis while it computes

@@ -122,15 +122,9 @@ func (j *Journal) Put(ctx context.Context, resource string, f fence.Fence, value
 
 // Get records and forwards a fenced read.
 func (j *Journal) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
-	v, err := j.do(ctx, Input{Resource: resource, Op: OpGet, Fence: f}, func() ([]byte, error) {
+	return j.Record(ctx, Input{Resource: resource, Op: OpGet, Fence: f}, func() ([]byte, error) {
 		return j.Store.Get(ctx, resource, f)
 	})
-	if err == nil && resource == Counter && j.AfterRead != nil {
-		if t, ok := opFrom(ctx); ok {
-			j.AfterRead(t.client, f)
-		}
-	}
-	return v, err
 }
 
 // Delete records and forwards a fenced delete.
@@ -151,6 +145,20 @@ func (j *Journal) Ops() []Op {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return append([]Op(nil), j.ops...)
+}
+
+// Record records the decision call makes on in, serialised with every
+// other call, and returns what call returned. After an accepted read of
+// Counter it calls AfterRead. It is how a resource that is not a
+// fence.Store (the HTTP resource) is journaled.
+func (j *Journal) Record(ctx context.Context, in Input, call func() ([]byte, error)) ([]byte, error) {
+	v, err := j.do(ctx, in, call)
+	if err == nil && in.Op == OpGet && in.Resource == Counter && j.AfterRead != nil {
+		if t, ok := opFrom(ctx); ok {
+			j.AfterRead(t.client, in.Fence)
+		}
+	}
+	return v, err
 }
 
 func (j *Journal) do(ctx context.Context, in Input, f func() ([]byte, error)) ([]byte, error) {
