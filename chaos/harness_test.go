@@ -108,7 +108,13 @@ type run struct {
 	view   func(i int) fence.Store
 	reads  chan readEvent
 	faults int
+	// cleanups run when the run has been checked, last first.
+	cleanups []func()
 }
+
+// cleanup registers f to run when the run has been checked (e.g. to drop
+// the run's tables).
+func (r *run) cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
 
 // readEvent tells the nemesis that a holder has just read the counter
 // with its fence and is about to compute for a while; the nemesis replies
@@ -228,6 +234,11 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		rec:    &chaos.Recorder{},
 		reads:  make(chan readEvent),
 	}
+	defer func() {
+		for _, f := range slices.Backward(r.cleanups) {
+			f()
+		}
+	}()
 	r.j, r.view = w.resource(r)
 	stop := make(chan struct{})
 	done := make(chan struct{})
