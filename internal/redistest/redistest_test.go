@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -88,15 +89,29 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("SET held by partition: %v after Heal, want nil", err)
 	}
 
-	// A command in flight when the connection is reset fails at once.
-	inflight := make(chan error, 1)
-	go func() { inflight <- rdb.BLPop(ctx, 10*time.Second, "nothing").Err() }()
-	for rdb.PoolStats().TotalConns < 2 { // wait until BLPOP owns a connection
-		rdb.Ping(ctx)
+	// A connection with a command in flight is cut at once by Reset. A
+	// raw connection, so that nothing (a pool, a retry) can replace it.
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := conn.Read(buf); err != nil || string(buf[:n]) != "+PONG\r\n" {
+		t.Fatalf("raw PING through proxy = %q, %v; want +PONG", buf[:n], err)
+	}
+	if _, err := conn.Write([]byte("BLPOP nothing 10\r\n")); err != nil {
+		t.Fatal(err)
 	}
 	p.Reset()
-	if err := <-inflight; err == nil || errors.Is(err, redis.Nil) {
-		t.Fatalf("BLPOP across Reset = %v, want a connection error", err)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := conn.Read(buf); err == nil {
+		t.Fatalf("read after Reset = %q, want the connection cut", buf[:n])
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("read after Reset timed out, want the connection cut at once")
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING on a new connection after Reset: %v", err)
