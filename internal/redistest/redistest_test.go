@@ -53,6 +53,7 @@ func TestServer_replica(t *testing.T) {
 	m := redistest.New(t)
 	r := redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
 	ctx := t.Context()
+	redistest.WaitReplicasInSync(t, m, 1)
 	if err := m.Client(t).Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatalf("SET: %v", err)
 	}
