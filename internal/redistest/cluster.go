@@ -96,13 +96,7 @@ func must(tb testing.TB, err error) {
 }
 
 // Addrs returns every node's address.
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.Servers))
-	for i, s := range c.Servers {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}
+func (c *Cluster) Addrs() []string { return addrs(c.Servers) }
 
 // Client returns a go-redis cluster client, closed at cleanup. opts may be
 // nil; Addrs is filled in.

@@ -83,13 +83,7 @@ func NewSentinelGroup(tb testing.TB) *SentinelGroup {
 }
 
 // SentinelAddrs returns the sentinels' addresses.
-func (g *SentinelGroup) SentinelAddrs() []string {
-	addrs := make([]string, len(g.Sentinels))
-	for i, s := range g.Sentinels {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}
+func (g *SentinelGroup) SentinelAddrs() []string { return addrs(g.Sentinels) }
 
 // Client returns a go-redis failover client for the group, closed at
 // cleanup. opts may be nil; MasterName and SentinelAddrs are filled in.

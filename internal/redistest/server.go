@@ -135,6 +135,15 @@ func FreePort() (int, error) {
 // Addr returns the server's address, "127.0.0.1:port".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
+// addrs returns the addresses of servers.
+func addrs(servers []*Server) []string {
+	a := make([]string, len(servers))
+	for i, s := range servers {
+		a[i] = s.Addr()
+	}
+	return a
+}
+
 // Port returns the server's TCP port.
 func (s *Server) Port() int { return s.port }
 
