@@ -74,8 +74,9 @@ func TestClient_Acquire_wokenByRelease(t *testing.T) {
 		got <- result{l, err, time.Now()}
 	}()
 	// Release once the waiter is subscribed.
-	for rdb.PubSubNumSub(ctx, "fencelock:{handoff}:released").Val()["fencelock:{handoff}:released"] == 0 {
-	}
+	redistest.WaitFor(t, 5*time.Second, "the waiter to subscribe", func() bool {
+		return rdb.PubSubNumSub(ctx, "fencelock:{handoff}:released").Val()["fencelock:{handoff}:released"] > 0
+	})
 	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("Release error = %v", err)
@@ -241,5 +242,63 @@ func TestClient_wrongTypeKeys(t *testing.T) {
 		if n := rdb.Exists(ctx, "fencelock:{"+name+"}").Val(); n != 0 {
 			t.Errorf("TryAcquire(%q) took the lock despite the error", name)
 		}
+	}
+}
+
+// An acquisition whose reply was lost (the script ran and took the lock;
+// the client saw a timeout) leaves no lock behind: the client deletes it
+// with the attempt's owner value before returning the error.
+func TestClient_TryAcquire_lostReply(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	hook := &loseReplies{match: func(cmd redis.Cmder) bool { return runsScript(cmd, "acquire.lua") }}
+	rdb.AddHook(hook)
+	c := fencelock.New(rdb, nil)
+
+	l, err := c.TryAcquire(ctx, "lost-reply")
+	if !errors.Is(err, errLostReply) || errors.Is(err, fencelock.ErrNotAcquired) || l != nil {
+		t.Fatalf("TryAcquire = %v, %v; want nil and the lost reply's error", l, err)
+	}
+	if len(hook.dropped()) == 0 {
+		t.Fatal("no reply was dropped: the test's hook did not match the acquire script")
+	}
+	if n := rdb.Exists(ctx, "fencelock:{lost-reply}").Val(); n != 0 {
+		t.Errorf("lock left behind by the acquisition whose reply was lost: EXISTS = %d, want 0", n)
+	}
+	// The counter stays: the token it issued must never be issued again.
+	if n := rdb.Exists(ctx, "fencelock:{lost-reply}:token").Val(); n != 1 {
+		t.Errorf("token counter EXISTS = %d, want 1", n)
+	}
+}
+
+// An acquisition whose context ends while its request is in flight leaves
+// no lock behind either.
+func TestClient_TryAcquire_cancelledMidRequest(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// The hook cancels the attempt's context once the script has run,
+	// before the caller sees the reply.
+	hook := &loseReplies{match: func(cmd redis.Cmder) bool {
+		if runsScript(cmd, "acquire.lua") {
+			cancel()
+			return true
+		}
+		return false
+	}}
+	rdb.AddHook(hook)
+	c := fencelock.New(rdb, nil)
+	if _, err := c.TryAcquire(ctx, "cancelled"); err == nil {
+		t.Fatalf("TryAcquire error = nil, want the cancelled attempt's error")
+	}
+	if len(hook.dropped()) == 0 {
+		t.Fatal("the acquire script's reply was not intercepted")
+	}
+	if n := s.Client(t).Exists(t.Context(), "fencelock:{cancelled}").Val(); n != 0 {
+		t.Errorf("lock left behind by a cancelled acquisition: EXISTS = %d, want 0", n)
 	}
 }

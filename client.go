@@ -36,8 +36,10 @@ type backend interface {
 }
 
 // New returns a Client that keeps its locks in rdb: a *redis.Client, a
-// Sentinel failover client or a *redis.ClusterClient. A nil opts selects
-// every default. Invalid options or a nil rdb are reported, wrapping
+// Sentinel failover client or a *redis.ClusterClient. A client that wraps
+// a *redis.ClusterClient must keep its MasterForKey and ReloadState
+// methods (embedding it does): they route WAIT and sharded wake-ups to the
+// lock's master and follow failovers. A nil opts selects every default. Invalid options or a nil rdb are reported, wrapping
 // ErrInvalid, by every call on the Client.
 func New(rdb redis.UniversalClient, opts *Options) *Client {
 	cfg, err := opts.config()
@@ -45,7 +47,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 		err = errors.Join(err, fmt.Errorf("%w: nil Redis client", ErrInvalid))
 	}
 	c := &Client{cfg: cfg, err: err}
-	n := &node{rdb: rdb, cfg: &c.cfg}
+	n := newNode(rdb, &c.cfg)
 	c.be, c.hub = n, wakeHub{nodes: []*node{n}}
 	return c
 }

@@ -123,3 +123,54 @@ func TestCluster_wake(t *testing.T) {
 		return n[channel]
 	})
 }
+
+// After a Cluster failover, the first call that reaches the dead master
+// makes the client follow the promoted replica, whichever call it is and
+// whichever way it runs (Lua, or the native commands of Redis 8.4+ and
+// Valkey 9+): a renewal keeps the lease, a release frees the lock, within
+// a few attempts rather than at go-redis's periodic reload a minute later.
+func TestCluster_failoverFirstCall(t *testing.T) {
+	t.Parallel()
+	for _, call := range []string{"renew", "release"} {
+		t.Run(call, func(t *testing.T) {
+			t.Parallel()
+			cl := redistest.NewCluster(t)
+			rdb := cl.Client(t, &redis.ClusterOptions{MaxRetries: -1, DialTimeout: time.Second})
+			ctx := t.Context()
+			c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: -1})
+			l, err := c.TryAcquire(ctx, call)
+			if err != nil {
+				t.Fatalf("TryAcquire error = %v", err)
+			}
+			// Detect the natives and load the scripts on the old master.
+			if err := l.Renew(ctx); err != nil {
+				t.Fatalf("Renew error = %v", err)
+			}
+			old := cl.MasterOf(t, "{"+call+"}")
+			redistest.WaitReplicasInSync(t, old, 1)
+			old.Kill(t)
+			m := cl.WaitFailover(t, "{"+call+"}", old)
+
+			f := l.Renew
+			if call == "release" {
+				f = l.Release
+			}
+			var errs []error
+			redistest.WaitFor(t, 10*time.Second, "the first "+call+" after the failover to succeed", func() bool {
+				err := f(ctx)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				return err == nil || errors.Is(err, fencelock.ErrLeaseLost)
+			})
+			if len(errs) > 0 && errors.Is(errs[len(errs)-1], fencelock.ErrLeaseLost) {
+				t.Fatalf("%s after the failover: %v, want nil (the lock replicated)", call, errs)
+			}
+			t.Logf("%s succeeded after %d failed attempts: %v", call, len(errs), errs)
+			n, err := m.Client(t).Exists(ctx, "fencelock:{"+call+"}").Result()
+			if want := int64(map[string]int{"renew": 1, "release": 0}[call]); err != nil || n != want {
+				t.Errorf("on the new master, EXISTS lock = %d, %v; want %d", n, err, want)
+			}
+		})
+	}
+}

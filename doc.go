@@ -30,7 +30,7 @@
 //
 // # Errors
 //
-// Errors wrap the sentinels ErrNotAcquired, ErrLeaseLost, ErrNotReplicated
-// and ErrInvalid, to be tested with errors.Is. Context errors are joined,
+// Errors wrap the sentinels ErrNotAcquired, ErrLeaseLost, ErrNotReplicated,
+// ErrNoQuorum and ErrInvalid, to be tested with errors.Is. Context errors are joined,
 // and Redis errors wrapped, never turned into ErrNotAcquired.
 package fencelock

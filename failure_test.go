@@ -103,3 +103,27 @@ func TestClient_MinReplicas(t *testing.T) {
 		t.Errorf("lock left behind by an unreplicated acquisition")
 	}
 }
+
+// With MinReplicas, an acquisition whose WAIT reply is lost (the lock was
+// taken, replication unknown) fails and leaves no lock behind.
+func TestClient_MinReplicas_waitLost(t *testing.T) {
+	t.Parallel()
+	m := redistest.New(t)
+	redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
+	rdb := m.Client(t)
+	ctx := t.Context()
+	redistest.WaitReplicasInSync(t, m, 1)
+	hook := &loseReplies{match: func(cmd redis.Cmder) bool { return cmd.Name() == "wait" }}
+	rdb.AddHook(hook)
+	c := fencelock.New(rdb, &fencelock.Options{MinReplicas: 1, ReplicaTimeout: 5 * time.Second})
+	l, err := c.TryAcquire(ctx, "wait-lost")
+	if !errors.Is(err, errLostReply) || l != nil {
+		t.Fatalf("TryAcquire = %v, %v; want nil and the lost WAIT reply's error", l, err)
+	}
+	if len(hook.dropped()) == 0 {
+		t.Fatal("no WAIT reply was dropped")
+	}
+	if n := rdb.Exists(ctx, "fencelock:{wait-lost}").Val(); n != 0 {
+		t.Errorf("lock left behind by an acquisition whose WAIT reply was lost")
+	}
+}

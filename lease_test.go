@@ -109,8 +109,7 @@ func TestLease_afterExpiry(t *testing.T) {
 		t.Fatalf("TryAcquire error = %v", err)
 	}
 	waitDone(t, old.Context(), 5*time.Second) // its deadline passed
-	for rdb.Exists(ctx, key).Val() == 1 {     // and the server expired the key
-	}
+	redistest.WaitFor(t, 5*time.Second, "the server to expire the lock", func() bool { return rdb.Exists(ctx, key).Val() == 0 })
 	next, err := c.TryAcquire(ctx, "shared")
 	if err != nil {
 		t.Fatalf("TryAcquire by the next holder error = %v", err)
@@ -196,9 +195,12 @@ func TestLease_keeper(t *testing.T) {
 		t.Fatalf("TryAcquire error = %v", err)
 	}
 	defer l.Release(ctx)
-	<-renewed // the acquire itself
-	for time.Since(start) < 2*ttl {
-		<-renewed
+	for first := true; first || time.Since(start) < 2*ttl; first = false { // the first is the acquire itself
+		select {
+		case <-renewed:
+		case <-time.After(ttl):
+			t.Fatalf("no renewal for %v, %v after the acquisition", ttl, time.Since(start))
+		}
 	}
 	if l.Context().Err() != nil {
 		t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))

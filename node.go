@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,46 +13,51 @@ import (
 // node keeps locks in one Redis deployment: a standalone server, a
 // Sentinel-managed master or a Cluster (each lock in one slot).
 type node struct {
-	rdb redis.UniversalClient
-	cfg *config
-
-	mu       sync.Mutex // guards detected and nat
-	detected bool
-	nat      natives
+	rdb     redis.UniversalClient
+	cluster clusterClient // rdb, if it routes keys to a Cluster's masters
+	cfg     *config
+	caps    capabilities
 }
 
-// Native owner-checked commands, where the server has them, replace the
-// Lua scripts for release and renew:
-//
-//	Redis >= 8.4:  DELEX key IFEQ owner,  SET key owner IFEQ owner PX ttl
-//	Valkey >= 9.0: DELIFEQ key owner,     SET key owner IFEQ owner PX ttl
-//
-// They are chosen by COMMAND INFO at first use, not by version strings,
-// which forks and unstable builds get wrong. Renew always sends PX: a SET
-// without it would drop the TTL and make the lock permanent.
-type natives struct {
-	delex, delifeq bool
-	spublish       bool // sharded pub/sub (Redis >= 7.0), used on Cluster
+// clusterClient is what a Cluster client has beyond UniversalClient: it
+// routes a key to the master serving its slot, and reloads its slot map
+// on request. *redis.ClusterClient has both; a client that wraps one must
+// keep them, or WAIT goes to any master, wake-ups are not sharded and a
+// failover is followed only at go-redis's periodic reload.
+type clusterClient interface {
+	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
+	ReloadState(ctx context.Context)
 }
 
-func (n natives) setIFEQ() bool { return n.delex || n.delifeq }
+func newNode(rdb redis.UniversalClient, cfg *config) *node {
+	n := &node{rdb: rdb, cfg: cfg}
+	n.cluster, _ = rdb.(clusterClient)
+	return n
+}
 
-// natives detects the native commands once; a failed detection is retried
-// at the next use, and the Lua scripts serve meanwhile.
-func (n *node) natives(ctx context.Context) natives {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.detected {
-		return n.nat
+// master returns the address of the master that serves key, "" outside a
+// Cluster, and a client for it. A Cluster mid rolling upgrade mixes server
+// versions, so capabilities are a fact of each master, not of the
+// deployment.
+func (n *node) master(ctx context.Context, key string) (string, doer, error) {
+	if n.cluster == nil {
+		return "", n.rdb, nil
 	}
-	reply, err := n.rdb.Do(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ", "SPUBLISH").Slice()
-	if err != nil || len(reply) != 3 {
+	m, err := n.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return "", nil, err
+	}
+	return m.Options().Addr, m, nil
+}
+
+// natives returns the native commands of the master that serves key; the
+// Lua scripts serve while they are unknown.
+func (n *node) natives(ctx context.Context, key string) natives {
+	addr, m, err := n.master(ctx, key)
+	if err != nil {
 		return natives{}
 	}
-	// An unknown command's entry is nil (RESP2 and RESP3 alike).
-	n.nat = natives{delex: reply[0] != nil, delifeq: reply[1] != nil, spublish: reply[2] != nil}
-	n.detected = true
-	return n.nat
+	return n.caps.get(ctx, addr, m)
 }
 
 func (n *node) acquire(ctx context.Context, name, owner string) (int64, time.Duration, error) {
@@ -64,9 +68,14 @@ func (n *node) acquire(ctx context.Context, name, owner string) (int64, time.Dur
 	}
 	reply, err := acquireScript.Run(ctx, n.rdb, keys, args...).Result()
 	if err != nil {
+		n.abandon(ctx, name, owner, err)
 		return 0, 0, n.follow(ctx, err)
 	}
-	return parseAcquire(reply)
+	token, held, err := parseAcquire(reply)
+	if err != nil {
+		n.abandon(ctx, name, owner, err)
+	}
+	return token, held, err
 }
 
 // acquireWait runs the acquire script and WAIT in one pipeline: WAIT must
@@ -75,16 +84,16 @@ func (n *node) acquire(ctx context.Context, name, owner string) (int64, time.Dur
 // could be issued anew after a failover.
 func (n *node) acquireWait(ctx context.Context, name, owner string, keys []string, args []any) (int64, time.Duration, error) {
 	pipelined := n.rdb.Pipelined
-	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
+	if n.cluster != nil {
 		// WAIT names no key: a cluster pipeline would send it to any
 		// master. Pipeline on the connection to the lock's master instead.
-		m, err := cc.MasterForKey(ctx, keys[0])
+		m, err := n.cluster.MasterForKey(ctx, keys[0])
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, n.follow(ctx, err)
 		}
 		pipelined = m.Pipelined
 	}
-	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (any, int64, error) {
+	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (reply any, acks int64, scriptErr, waitErr error) {
 		var script *redis.Cmd
 		wait := redis.NewIntCmd(ctx, "WAIT", n.cfg.minReplicas, n.cfg.replicaTimeout.Milliseconds())
 		pipelined(ctx, func(p redis.Pipeliner) error {
@@ -92,34 +101,63 @@ func (n *node) acquireWait(ctx context.Context, name, owner string, keys []strin
 			p.Process(ctx, wait)
 			return nil
 		})
-		reply, err := script.Result()
-		if err != nil {
-			return nil, 0, err
-		}
-		acks, err := wait.Result()
-		return reply, acks, err
+		reply, scriptErr = script.Result()
+		acks, waitErr = wait.Result()
+		return reply, acks, scriptErr, waitErr
 	}
-	reply, acks, err := run(func(p redis.Pipeliner) *redis.Cmd {
+	reply, acks, err, waitErr := run(func(p redis.Pipeliner) *redis.Cmd {
 		return p.EvalSha(ctx, acquireScript.Hash(), keys, args...)
 	})
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		reply, acks, err = run(func(p redis.Pipeliner) *redis.Cmd {
+		reply, acks, err, waitErr = run(func(p redis.Pipeliner) *redis.Cmd {
 			return p.Eval(ctx, acquireLua, keys, args...)
 		})
 	}
 	if err != nil {
+		n.abandon(ctx, name, owner, err)
 		return 0, 0, n.follow(ctx, err)
 	}
 	token, held, err := parseAcquire(reply)
-	if err != nil || token == 0 || acks >= int64(n.cfg.minReplicas) {
-		return token, held, err
+	switch {
+	case err != nil:
+		n.abandon(ctx, name, owner, err)
+		return 0, 0, err
+	case token == 0:
+		return 0, held, nil
+	case waitErr != nil:
+		// Taken, but whether it replicated is unknown: the token must not
+		// be used.
+		n.abandon(ctx, name, owner, nil)
+		return 0, 0, n.follow(ctx, fmt.Errorf("WAIT after acquiring: %w", waitErr))
+	case acks < int64(n.cfg.minReplicas):
+		n.abandon(ctx, name, owner, nil)
+		return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
+			ErrNotAcquired, ErrNotReplicated, acks, n.cfg.minReplicas, n.cfg.replicaTimeout)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.replicaTimeout)
-	defer cancel()
-	n.release(rctx, name, owner) // best effort: the token must not be used
-	return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
-		ErrNotAcquired, ErrNotReplicated, acks, n.cfg.minReplicas, n.cfg.replicaTimeout)
+	return token, 0, nil
 }
+
+// abandon releases, best effort, what an acquisition attempt may have
+// taken when the client cannot use it: its reply was lost (a timeout, a
+// reset connection, a context that ended mid-request) or is not to be
+// trusted. The release is owner-checked with the attempt's own owner
+// value, which nobody else has, so it can only delete this attempt's
+// lock; the lock's TTL bounds what a release that fails leaves behind. An
+// error reply from the server needs nothing: the script writes only after
+// every check that can fail.
+func (n *node) abandon(ctx context.Context, name, owner string, err error) {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(n.cfg.ttl, abandonTimeout))
+	defer cancel()
+	n.release(rctx, name, owner)
+}
+
+// abandonTimeout bounds the release of an abandoned acquisition, which
+// the caller of TryAcquire or Acquire waits for.
+const abandonTimeout = time.Second
 
 // parseAcquire checks the acquire script's reply: {1, token} or {0, pttl}.
 func parseAcquire(reply any) (token int64, held time.Duration, err error) {
@@ -136,22 +174,49 @@ func parseAcquire(reply any) (token int64, held time.Duration, err error) {
 	return 0, 0, fmt.Errorf("fencelock: malformed acquire reply %v", reply)
 }
 
-// renew extends the lock's TTL if owner holds it. A lock that is gone,
-// held by another owner or not a string reports false.
+// renew extends the lock's TTL, and its token counter's retention, if
+// owner holds it. A lock that is gone, held by another owner or not a
+// string reports false.
 func (n *node) renew(ctx context.Context, name, owner string) (bool, error) {
-	key, ttl := n.cfg.lockKey(name), n.cfg.ttl.Milliseconds()
-	if n.natives(ctx).setIFEQ() {
-		err := n.rdb.Do(ctx, "SET", key, owner, "IFEQ", owner, "PX", ttl).Err()
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
-			return false, nil
+	key := n.cfg.lockKey(name)
+	if n.natives(ctx, key).setIFEQ() {
+		held, err := n.renewNative(ctx, name, owner)
+		if !unsupported(err) {
+			return held, n.follow(ctx, err)
 		}
+		n.unsupported(ctx, key)
+	}
+	v, err := renewScript.Run(ctx, n.rdb, []string{key, n.cfg.tokenKey(name)},
+		owner, n.cfg.ttl.Milliseconds(), n.cfg.retention.Milliseconds()).Int64()
+	return v == 1, n.follow(ctx, err)
+}
+
+// renewNative renews with SET IFEQ, always with PX (a SET without it
+// would drop the TTL and make the lock permanent), pipelined with the
+// PEXPIRE that refreshes the counter's retention: one round trip. The
+// PEXPIRE runs whether or not the lock is still ours; it only ever keeps
+// a counter longer, which is safe.
+func (n *node) renewNative(ctx context.Context, name, owner string) (bool, error) {
+	key := n.cfg.lockKey(name)
+	var set *redis.Cmd
+	var keep *redis.BoolCmd
+	n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.Do(ctx, "SET", key, owner, "IFEQ", owner, "PX", n.cfg.ttl.Milliseconds())
+		if n.cfg.retention > 0 {
+			keep = p.PExpire(ctx, n.cfg.tokenKey(name), n.cfg.retention)
+		}
+		return nil
+	})
+	switch err := set.Err(); {
+	case errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return false, nil
+	case err != nil:
 		return false, err
 	}
-	v, err := renewScript.Run(ctx, n.rdb, []string{key}, owner, ttl).Int64()
-	return v == 1, n.follow(ctx, err)
+	if keep != nil && keep.Err() != nil {
+		return false, keep.Err()
+	}
+	return true, nil
 }
 
 // follow returns err, after asking a Cluster client to reload its slot
@@ -159,10 +224,10 @@ func (n *node) renew(ctx context.Context, name, owner string) (bool, error) {
 // but not when the master it knows is gone and it does not retry on
 // another node (MaxRetries < 1), and would keep dialling the dead master.
 func (n *node) follow(ctx context.Context, err error) error {
-	if cc, ok := n.rdb.(*redis.ClusterClient); ok && err != nil && ctx.Err() == nil {
+	if n.cluster != nil && err != nil && ctx.Err() == nil {
 		var rerr redis.Error
 		if !errors.As(err, &rerr) || redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MOVED") {
-			cc.ReloadState(ctx)
+			n.cluster.ReloadState(ctx)
 		}
 	}
 	return err
@@ -172,27 +237,35 @@ func (n *node) follow(ctx context.Context, err error) error {
 // on the lock's shard (SPUBLISH, SSUBSCRIBE) rather than cluster-wide: on
 // a Cluster whose servers have sharded pub/sub. The channel shares the
 // lock's hash tag, so it lives in the lock's slot.
-func (n *node) shardedPubSub(ctx context.Context) bool {
-	_, cluster := n.rdb.(*redis.ClusterClient)
-	return cluster && n.natives(ctx).spublish
+func (n *node) shardedPubSub(ctx context.Context, channel string) bool {
+	return n.cluster != nil && n.natives(ctx, channel).spublish
 }
 
 // release deletes the lock if owner holds it and wakes its waiters; it
 // reports whether it deleted.
 func (n *node) release(ctx context.Context, name, owner string) (bool, error) {
-	key, channel := n.cfg.lockKey(name), n.cfg.channel(name)
-	nat := n.natives(ctx)
-	sharded := n.shardedPubSub(ctx)
-	if !nat.delex && !nat.delifeq {
-		publish := "PUBLISH"
-		if sharded {
-			publish = "SPUBLISH"
+	key := n.cfg.lockKey(name)
+	nat := n.natives(ctx, key)
+	if nat.delex || nat.delifeq {
+		deleted, err := n.releaseNative(ctx, name, owner, nat)
+		if !unsupported(err) {
+			return deleted, n.follow(ctx, err)
 		}
-		v, err := releaseScript.Run(ctx, n.rdb, []string{key}, owner, channel, publish).Int64()
-		return v == 1, n.follow(ctx, err)
+		n.unsupported(ctx, key)
 	}
-	// One round trip: the publish wakes waiters even if nothing was
-	// deleted, which costs them one attempt and is harmless.
+	publish := "PUBLISH"
+	if n.cluster != nil && nat.spublish {
+		publish = "SPUBLISH"
+	}
+	v, err := releaseScript.Run(ctx, n.rdb, []string{key}, owner, n.cfg.channel(name), publish).Int64()
+	return v == 1, n.follow(ctx, err)
+}
+
+// releaseNative deletes with DELEX IFEQ or DELIFEQ, pipelined with the
+// publish: one round trip. The publish wakes waiters even if nothing was
+// deleted, which costs them one attempt and is harmless.
+func (n *node) releaseNative(ctx context.Context, name, owner string, nat natives) (bool, error) {
+	key, channel := n.cfg.lockKey(name), n.cfg.channel(name)
 	var del *redis.Cmd
 	n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if nat.delex {
@@ -200,7 +273,7 @@ func (n *node) release(ctx context.Context, name, owner string) (bool, error) {
 		} else {
 			del = p.Do(ctx, "DELIFEQ", key, owner)
 		}
-		if sharded {
+		if n.cluster != nil && nat.spublish {
 			p.SPublish(ctx, channel, "")
 		} else {
 			p.Publish(ctx, channel, "")
@@ -212,4 +285,26 @@ func (n *node) release(ctx context.Context, name, owner string) (bool, error) {
 		return false, nil // not our lock: someone replaced it
 	}
 	return v == 1, err
+}
+
+// unsupported marks the master that serves key as lacking the native
+// commands, after one of them failed as unsupported: the Lua scripts
+// serve it until the next detection.
+func (n *node) unsupported(ctx context.Context, key string) {
+	if addr, _, err := n.master(ctx, key); err == nil {
+		n.caps.refused(addr)
+	}
+}
+
+// unsupported reports whether err says that a native command cannot run
+// for this client: the server lacks it (an older server, a node of a
+// Cluster mid rolling upgrade, a command renamed away) or the ACL user may
+// not run it. Nothing was written then, and the Lua scripts do the same.
+func unsupported(err error) bool {
+	for _, p := range []string{"NOPERM", "unknown command", "syntax error"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,8 +1,14 @@
 package fencelock
 
 import (
+	"context"
+	"net"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // parseAcquire reads a script reply, outside input as far as the client
@@ -38,4 +44,40 @@ func FuzzParseAcquire(f *testing.F) {
 			t.Fatalf("parseAcquire(%v) = %d, %v; want 0, %vms", reply, token, held, v)
 		}
 	})
+}
+
+// The errors that make a native command fall back to Lua are those a
+// server really sends: unknown command, syntax error and NOPERM; Redis
+// errors of other kinds, and transport errors, are not.
+func TestClient_nativeFallbackErrors(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	ctx := t.Context()
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "noget", "on", ">pw", "~*", "+@all", "-get").Err(); err != nil {
+		t.Fatal(err)
+	}
+	noget := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "noget", Password: "pw"})
+	t.Cleanup(func() { noget.Close() })
+	rdb.RPush(ctx, "list", "x")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"unknown command", rdb.Do(ctx, "DELEXX", "k").Err(), true},
+		{"syntax error", rdb.Do(ctx, "SET", "k", "v", "PX", 10, "EX", 10).Err(), true},
+		{"NOPERM", noget.Get(ctx, "k").Err(), true},
+		{"WRONGTYPE", rdb.Get(ctx, "list").Err(), false},
+		{"nil", rdb.Get(ctx, "absent").Err(), false},
+		{"canceled", context.Canceled, false},
+		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
+	} {
+		if tc.err == nil {
+			t.Fatalf("%s: the server returned no error", tc.name)
+		}
+		if got := unsupported(tc.err); got != tc.want {
+			t.Errorf("unsupported(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }

@@ -57,10 +57,13 @@ type Options struct {
 	ReplicaTimeout time.Duration
 
 	// TokenRetention is how long the per-lock token counter is kept after
-	// the last acquisition. Tokens stay increasing when it expires, thanks
-	// to the clock floor (the token is never below the server's time in
-	// microseconds), so retention only bounds memory. A negative value
-	// keeps counters forever. It must be at least the TTL.
+	// the last acquisition or renewal of its lock, so a counter lapses
+	// only once its lock has been unused that long, never while a lease
+	// is held. Tokens stay increasing when it lapses, thanks to the clock
+	// floor (the token is never below the server's time in microseconds),
+	// unless the server's clock is then behind the last token: retention
+	// bounds memory at that price. A negative value keeps counters
+	// forever. It must be at least the TTL.
 	// Default: 24h.
 	TokenRetention time.Duration
 

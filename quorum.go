@@ -59,7 +59,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 		if rdb == nil {
 			err = errors.Join(err, fmt.Errorf("%w: quorum node %d is a nil Redis client", ErrInvalid, i))
 		}
-		q.nodes = append(q.nodes, &node{rdb: rdb, cfg: &c.cfg})
+		q.nodes = append(q.nodes, newNode(rdb, &c.cfg))
 	}
 	c.err = err
 	c.be = q

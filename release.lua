@@ -6,12 +6,16 @@
 -- returns 1 if this owner's lock was deleted, 0 if the key is absent, held
 --   by another owner, or not a string (then nothing is changed: pcall turns
 --   GET's WRONGTYPE error into a table that equals no owner).
+--
+-- The publish is a pcall: scripts never roll back, so a publish the server
+-- refused (an ACL without the channel) must not turn a lock already
+-- deleted into an error reply. Waiters then wake at their retry timers.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if ARGV[3] == 'SPUBLISH' then
-    redis.call('SPUBLISH', ARGV[2], '')
+    redis.pcall('SPUBLISH', ARGV[2], '')
   else
-    redis.call('PUBLISH', ARGV[2], '')
+    redis.pcall('PUBLISH', ARGV[2], '')
   end
   return 1
 end

@@ -1,6 +1,7 @@
 package fencelock_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -65,8 +66,7 @@ func TestToken_increases(t *testing.T) {
 	if err := rdb.PExpire(ctx, tokenKey, time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for rdb.Exists(ctx, tokenKey).Val() == 1 {
-	}
+	redistest.WaitFor(t, 5*time.Second, "the counter key to expire", func() bool { return rdb.Exists(ctx, tokenKey).Val() == 0 })
 	next("after the counter key expired")
 
 	// Tokens for another name are independent, and tokens of a name are
@@ -106,5 +106,75 @@ func TestToken_retention(t *testing.T) {
 		if err != nil || pttl < tc.minMS || pttl > tc.maxMS {
 			t.Errorf("TokenRetention %v: counter PTTL = %dms, %v; want in [%d, %d]", tc.retention, pttl, err, tc.minMS, tc.maxMS)
 		}
+	}
+}
+
+// A lease renewed for longer than TokenRetention keeps its token counter:
+// the retention runs from the last acquisition or renewal, so a counter
+// lapses only once its lock has been unused that long. The counters start
+// ahead of the servers' clocks (a clock that ran ahead and was corrected),
+// so only they, not the clock floor, keep the next token above the held
+// one.
+func TestToken_retentionRenewed(t *testing.T) {
+	t.Parallel()
+	const (
+		ttl  = time.Second
+		hold = 3*ttl + ttl/2 // several retentions
+		name = "long-hold"
+	)
+	opts := &fencelock.Options{TTL: ttl, TokenRetention: ttl, RenewInterval: ttl / 5}
+	for _, tc := range []struct {
+		name  string
+		nodes int
+	}{{"single", 1}, {"quorum", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			servers := make([]*redistest.Server, tc.nodes)
+			for i := range servers {
+				servers[i] = redistest.New(t)
+			}
+			nodes := quorumClients(t, servers)
+			c := fencelock.New(nodes[0], opts)
+			if tc.nodes > 1 {
+				c = fencelock.NewQuorum(nodes, opts)
+			}
+			ctx := t.Context()
+			tokenKey := "fencelock:{" + name + "}:token"
+			ahead := time.Now().Add(time.Hour).UnixMicro()
+			for _, rdb := range nodes {
+				if err := rdb.Set(ctx, tokenKey, ahead, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := c.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatalf("TryAcquire error = %v, want nil", err)
+			}
+			if l.Token() <= ahead {
+				t.Fatalf("token = %d, want > %d (the counter)", l.Token(), ahead)
+			}
+			// Held, and renewed by the keeper, for several retentions: the
+			// premise of the test is the time that passes.
+			select {
+			case <-l.Context().Done():
+				t.Fatalf("lease lost while renewed: %v", context.Cause(l.Context()))
+			case <-time.After(hold):
+			}
+			for i, rdb := range nodes {
+				v, err := rdb.Get(ctx, tokenKey).Int64()
+				if err != nil || v < l.Token() {
+					t.Errorf("node %d: counter after a %v hold = %d, %v; want >= %d (kept while the lease is renewed)", i, hold, v, err, l.Token())
+				}
+				if pttl := rdb.PTTL(ctx, tokenKey).Val(); pttl <= 0 || pttl > ttl {
+					t.Errorf("node %d: counter PTTL = %v, want in (0, %v]: refreshed by the renewals, still expiring", i, pttl, ttl)
+				}
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("Release error = %v, want nil", err)
+			}
+			if got := acquireToken(t, c, name); got <= l.Token() {
+				t.Errorf("next token = %d, want > %d (the long-held lease's)", got, l.Token())
+			}
+		})
 	}
 }

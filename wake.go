@@ -83,7 +83,7 @@ func (h *wakeHub) waiting(channel string) bool {
 func (h *wakeHub) join(ctx context.Context, channel string, patience time.Duration) *waiter {
 	sharded := make([]bool, len(h.nodes))
 	for i, n := range h.nodes {
-		sharded[i] = n.shardedPubSub(ctx)
+		sharded[i] = n.shardedPubSub(ctx, channel)
 	}
 	h.mu.Lock()
 	wc := h.chans[channel]

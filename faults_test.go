@@ -1,0 +1,101 @@
+package fencelock_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// errLostReply is what a client sees when a command ran on the server but
+// its reply never arrived: a read timeout.
+var errLostReply = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+// loseReplies is a go-redis hook that lets the commands it matches reach
+// the server and run there, then drops their successful replies (an error
+// reply such as NOSCRIPT means nothing ran): the caller gets errLostReply
+// instead, as after a timeout or a reset connection. It
+// matches commands sent alone and in pipelines.
+type loseReplies struct {
+	match func(cmd redis.Cmder) bool
+
+	mu   sync.Mutex
+	lost []string // names of the commands whose replies were dropped
+}
+
+func (h *loseReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *loseReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && h.drop(cmd) {
+			return errLostReply
+		}
+		return err
+	}
+}
+
+func (h *loseReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if cmd.Err() == nil && h.drop(cmd) {
+				err = errLostReply
+			}
+		}
+		return err
+	}
+}
+
+func (h *loseReplies) drop(cmd redis.Cmder) bool {
+	if !h.match(cmd) {
+		return false
+	}
+	cmd.SetErr(errLostReply)
+	h.mu.Lock()
+	h.lost = append(h.lost, cmd.Name())
+	h.mu.Unlock()
+	return true
+}
+
+// dropped returns the names of the commands whose replies were dropped.
+func (h *loseReplies) dropped() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.lost...)
+}
+
+// runsScript reports whether cmd is an EVALSHA or EVAL of the embedded
+// script file, e.g. "acquire.lua".
+func runsScript(cmd redis.Cmder, file string) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	src := scriptSources()[file]
+	switch cmd.Name() {
+	case "evalsha":
+		return args[1] == fmt.Sprintf("%x", sha1.Sum([]byte(src)))
+	case "eval":
+		return args[1] == src
+	}
+	return false
+}
+
+// scriptSources reads the library's Lua scripts, as the tests see what it
+// sends by their hashes.
+var scriptSources = sync.OnceValue(func() map[string]string {
+	m := map[string]string{}
+	for _, f := range []string{"acquire.lua", "renew.lua", "release.lua", "quorum_writeback.lua"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		m[f] = string(b)
+	}
+	return m
+})
