@@ -245,6 +245,56 @@ func TestClient_wrongTypeKeys(t *testing.T) {
 	}
 }
 
+// A panic in Do's function releases the lock before it goes on up: the
+// keeper would otherwise renew it for the life of the process (net/http,
+// for one, recovers handler panics).
+func TestClient_Do_panic(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, nil)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the function's panic %q", r, "boom")
+			}
+		}()
+		c.Do(ctx, "panics", func(context.Context, fence.Fence) error { panic("boom") })
+		t.Error("Do returned, want the panic to go on")
+	}()
+	if n := rdb.Exists(ctx, "fencelock:{panics}").Val(); n != 0 {
+		t.Errorf("lock still held after Do's function panicked")
+	}
+	if _, err := c.TryAcquire(ctx, "panics"); err != nil {
+		t.Errorf("TryAcquire after the panic error = %v, want nil", err)
+	}
+}
+
+// Cancelling the context given to Do ends the function's context too, and
+// the lease is released when the function returns.
+func TestClient_Do_cancel(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	c := fencelock.New(rdb, nil)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	stop := errors.New("caller stopped")
+	err := c.Do(ctx, "cancelled", func(fctx context.Context, f fence.Fence) error {
+		cancel(stop)
+		select {
+		case <-fctx.Done():
+			return context.Cause(fctx)
+		case <-time.After(10 * time.Second):
+			return errors.New("function's context not done 10s after the caller's was cancelled")
+		}
+	})
+	if !errors.Is(err, stop) || errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Do error = %v, want the caller's cause and no lease loss", err)
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{cancelled}").Val(); n != 0 {
+		t.Errorf("lock still held after Do returned")
+	}
+}
+
 // An acquisition whose reply was lost (the script ran and took the lock;
 // the client saw a timeout) leaves no lock behind: the client deletes it
 // with the attempt's owner value before returning the error.

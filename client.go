@@ -136,20 +136,28 @@ func gaveUp(ctx context.Context, name string, err error) error {
 	return fmt.Errorf("acquire %q: %w", name, errors.Join(ErrNotAcquired, context.Cause(ctx), err))
 }
 
-// Do acquires the lock named name, calls f with the lease's context and
-// fence, and releases the lease when f returns, even if ctx is done by
-// then. f must stop when its context is cancelled: the lease was lost.
-// The error joins f's error and Release's (which wraps ErrLeaseLost if
-// the lease was lost).
-func (c *Client) Do(ctx context.Context, name string, f func(ctx context.Context, f fence.Fence) error) error {
+// Do acquires the lock named name, calls fn with a context and the
+// lease's fence, and releases the lease when fn returns or panics (the
+// panic then goes on). fn's context ends when the lease is lost (its
+// cause wraps ErrLeaseLost) or when ctx ends; fn must stop then. The
+// release is sent even if ctx is done by then, bounded by the TTL. The
+// error joins fn's error and Release's (which wraps ErrLeaseLost if the
+// lease was lost).
+func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Context, f fence.Fence) error) (err error) {
 	l, err := c.Acquire(ctx, name)
 	if err != nil {
 		return err
 	}
-	ferr := f(l.Context(), l.Fence())
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ttl)
-	defer cancel()
-	return errors.Join(ferr, l.Release(rctx))
+	fctx, cancel := context.WithCancelCause(l.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ttl)
+		defer rcancel()
+		err = errors.Join(err, l.Release(rctx))
+	}()
+	return fn(fctx, l.Fence())
 }
 
 func (c *Client) check(name string) error {

@@ -44,11 +44,13 @@ type Hooks struct {
 	// successful renewal. It is called before the RenewDone or ReleaseDone
 	// that reports the same loss: a Release that finds the lock gone
 	// reports a loss the lease had not noticed (its Context then ends
-	// with context.Canceled, as after every Release).
+	// with that loss as its cause, wrapping ErrLeaseLost).
 	LeaseLost func(LostInfo)
 
-	// ReleaseDone is called after Release's round trip (once per lease:
-	// later calls of Release send nothing).
+	// ReleaseDone is called after each Release round trip: once per
+	// lease, unless a Release failed without a decision (a network or
+	// Redis error) and was called again. Calls after a decided Release
+	// send nothing and report nothing.
 	ReleaseDone func(ReleaseInfo)
 }
 

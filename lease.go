@@ -46,9 +46,12 @@ type Lease struct {
 	deadline time.Time
 	expiry   *time.Timer // loses the lease at deadline
 
-	releaseOnce sync.Once
-	releaseErr  error
-	released    chan struct{}
+	// Release may be retried until it reaches a decision: the server said
+	// whether it deleted. releaseMu serialises Release calls.
+	releaseMu  sync.Mutex
+	releasing  atomic.Bool // Release was called: renewing is over
+	decided    bool
+	releaseErr error // the decided result
 }
 
 func newLease(ctx context.Context, c *Client, name, owner string, token int64, start time.Time) *Lease {
@@ -60,7 +63,6 @@ func newLease(ctx context.Context, c *Client, name, owner string, token int64, s
 		token:    token,
 		acquired: start,
 		deadline: start.Add(c.cfg.ttl - c.cfg.drift),
-		released: make(chan struct{}),
 	}
 	// The lease keeps the values of the acquiring context, not its end: an
 	// acquire timeout must not end a held lease.
@@ -115,10 +117,8 @@ func (l *Lease) Deadline() time.Time {
 // (the network, Redis) leave the lease as it was, to be lost at its
 // Deadline unless a later renew succeeds.
 func (l *Lease) Renew(ctx context.Context) error {
-	select {
-	case <-l.released:
+	if l.releasing.Load() {
 		return fmt.Errorf("renew %q: %w: released", l.name, ErrLeaseLost)
-	default:
 	}
 	if l.ctx.Err() != nil {
 		return fmt.Errorf("renew %q: %w", l.name, context.Cause(l.ctx))
@@ -218,22 +218,33 @@ func (l *Lease) lose(cause error) {
 // deletes the lock if this lease still holds it (compare-and-delete, one
 // round trip), waking the lock's waiters. If the lease had been lost, or
 // the lock is gone or held by another owner, the error wraps
-// ErrLeaseLost and the other holder's lock is untouched. Release is
-// idempotent: later calls return the first call's result.
+// ErrLeaseLost and the other holder's lock is untouched.
+//
+// A Release that reached no decision (a network or Redis error: the lock
+// may still be held until its TTL runs out) returns that error and may be
+// called again; the lease is not renewed any more all the same, and its
+// Context ends. Once a Release has reached a decision, later calls return
+// its result and send nothing.
 func (l *Lease) Release(ctx context.Context) error {
-	l.releaseOnce.Do(func() {
-		l.releaseErr = l.release(ctx)
-		close(l.released)
-	})
-	return l.releaseErr
+	l.releaseMu.Lock()
+	defer l.releaseMu.Unlock()
+	if l.decided {
+		return l.releaseErr
+	}
+	l.releasing.Store(true)
+	decided, err := l.release(ctx)
+	if decided {
+		l.decided, l.releaseErr = true, err
+	}
+	return err
 }
 
-func (l *Lease) release(ctx context.Context) (err error) {
+func (l *Lease) release(ctx context.Context) (decided bool, err error) {
 	l.stopKeeper()
 	l.expiry.Stop()
 	var lost error
-	if l.ctx.Err() != nil {
-		lost = context.Cause(l.ctx)
+	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLeaseLost) {
+		lost = cause
 	}
 	start := l.c.cfg.now()
 	defer func() { l.observeRelease(start, err) }()
@@ -242,18 +253,22 @@ func (l *Lease) release(ctx context.Context) (err error) {
 		// This Client's next waiter need not wait for the publish to come back.
 		l.c.hub.wakeHead(l.c.cfg.channel(l.name))
 	}
-	if lost == nil && err == nil && !deleted {
+	switch {
+	case err != nil:
+		l.cancel(nil) // context.Canceled, unless lost first: nobody renews it now
+		if lost != nil {
+			return false, fmt.Errorf("release %q: %w", l.name, errors.Join(lost, err))
+		}
+		return false, fmt.Errorf("release %q: %w", l.name, err)
+	case lost == nil && !deleted:
 		// The first sign of a loss the keeper had not seen: the lease's
 		// context ends with it, as it would have at the next renewal.
 		lost = fmt.Errorf("%w: lock is gone or held by another owner", ErrLeaseLost)
 		l.lose(lost)
 	}
 	l.cancel(nil) // context.Canceled, unless lost first
-	switch {
-	case lost != nil:
-		return fmt.Errorf("release %q: %w", l.name, lost)
-	case err != nil:
-		return fmt.Errorf("release %q: %w", l.name, err)
+	if lost != nil {
+		return true, fmt.Errorf("release %q: %w", l.name, lost)
 	}
-	return nil
+	return true, nil
 }

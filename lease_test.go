@@ -260,3 +260,50 @@ func TestLease_serverPaused(t *testing.T) {
 		t.Errorf("Release error = %v, want ErrLeaseLost", err)
 	}
 }
+
+// A Release that reached no decision (the server did not answer) can be
+// retried; one that did is idempotent and sends nothing more.
+func TestLease_Release_retry(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	rec := &recorder{}
+	rdb.AddHook(rec)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute})
+	l, err := c.TryAcquire(ctx, "retried")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	s.Pause(t)
+	err = l.Release(ctx)
+	s.Resume(t)
+	var nerr interface{ Timeout() bool }
+	if !errors.As(err, &nerr) || !nerr.Timeout() || errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Fatalf("Release with the server paused: error = %v, want a timeout, not ErrLeaseLost", err)
+	}
+	if l.Context().Err() == nil {
+		t.Errorf("lease context not done after Release, which stops its renewal")
+	}
+	if err := l.Renew(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Renew after Release error = %v, want ErrLeaseLost", err)
+	}
+	check := s.Client(t)
+	if n := check.Exists(ctx, "fencelock:{retried}").Val(); n != 1 {
+		t.Fatalf("lock EXISTS = %d after the failed Release, want 1 (nothing reached the server)", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("second Release error = %v, want nil: the first reached no decision", err)
+	}
+	if n := check.Exists(ctx, "fencelock:{retried}").Val(); n != 0 {
+		t.Errorf("lock EXISTS = %d after the retried Release, want 0", n)
+	}
+	rec.reset()
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("third Release error = %v, want the decided result (nil)", err)
+	}
+	if n, names := rec.reset(); n != 0 {
+		t.Errorf("Release after a decided one sent %d round trips %v, want none", n, names)
+	}
+}
