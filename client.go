@@ -62,7 +62,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	}
 	var t acquireTrace
 	l, _, err := c.try(ctx, name, &t)
-	t.done(&c.cfg, name, l, err)
+	t.done(ctx, &c.cfg, name, l, err)
 	return l, err
 }
 
@@ -78,7 +78,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 		return nil, err
 	}
 	t := acquireTrace{waiting: true}
-	defer func() { t.done(&c.cfg, name, l, err) }()
+	defer func() { t.done(ctx, &c.cfg, name, l, err) }()
 	channel := c.cfg.channel(name)
 	// Queue behind this Client's waiters rather than barge in ahead of them.
 	if !c.hub.waiting(channel) {
@@ -174,7 +174,7 @@ func (c *Client) try(ctx context.Context, name string, t *acquireTrace) (*Lease,
 	owner := newOwner()
 	start := time.Now() // the validity is measured from before the request
 	token, held, err := c.be.acquire(ctx, name, owner)
-	t.attempt(&c.cfg, name, start, token, held, err)
+	t.attempt(ctx, &c.cfg, name, start, token, held, err)
 	if err != nil {
 		return nil, c.cfg.retry, fmt.Errorf("acquire %q: %w", name, err)
 	}

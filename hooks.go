@@ -17,6 +17,12 @@ import (
 // deadline timer. They must be quick, must not block, and must be safe for
 // concurrent use. They must not call back into the lease they report on.
 //
+// Each hook gets a context for tracing and log correlation: the caller's
+// for TryAcquire, Acquire, Renew and Release; for the keeper's renewals and
+// for losses, a context with the values (not the cancellation) of the
+// context the lease was acquired with. A hook may start spans under it; it
+// must not wait for it to end.
+//
 // No hook ever sees a lease's secret owner value: leases are named by
 // their public ID, which does not allow renewing or releasing the lock.
 //
@@ -28,16 +34,16 @@ type Hooks struct {
 	// AcquireAttempt is called after each acquisition round trip, by
 	// TryAcquire and by every attempt of Acquire. An attempt with Token > 0
 	// issued that token.
-	AcquireAttempt func(AcquireAttemptInfo)
+	AcquireAttempt func(context.Context, AcquireAttemptInfo)
 
 	// AcquireDone is called when TryAcquire or Acquire returns after at
 	// least one attempt, acquired or not. Calls rejected before anything
 	// is sent (ErrInvalid) report nothing.
-	AcquireDone func(AcquireDoneInfo)
+	AcquireDone func(context.Context, AcquireDoneInfo)
 
 	// RenewDone is called after each renewal round trip, by the keeper or
 	// by Lease.Renew.
-	RenewDone func(RenewInfo)
+	RenewDone func(context.Context, RenewInfo)
 
 	// LeaseLost is called once when a lease is lost: its lock was seen
 	// gone or held by another owner, or its deadline passed without a
@@ -45,13 +51,13 @@ type Hooks struct {
 	// that reports the same loss: a Release that finds the lock gone
 	// reports a loss the lease had not noticed (its Context then ends
 	// with that loss as its cause, wrapping ErrLeaseLost).
-	LeaseLost func(LostInfo)
+	LeaseLost func(context.Context, LostInfo)
 
 	// ReleaseDone is called after each Release round trip: once per
 	// lease, unless a Release failed without a decision (a network or
 	// Redis error) and was called again. Calls after a decided Release
 	// send nothing and report nothing.
-	ReleaseDone func(ReleaseInfo)
+	ReleaseDone func(context.Context, ReleaseInfo)
 }
 
 // AcquireAttemptInfo describes one acquisition round trip.
@@ -63,9 +69,9 @@ type AcquireAttemptInfo struct {
 	Attempt int
 	// Token is the fencing token issued by this attempt, 0 if none was.
 	Token int64
-	// Held is, when another lease holds the lock, how long its TTL has
-	// left.
-	Held time.Duration
+	// Remaining is, when another lease holds the lock, how long its TTL
+	// has left.
+	Remaining time.Duration
 	// Latency is the round trip's duration.
 	Latency time.Duration
 	// Err is nil if the lock was acquired, ErrNotAcquired if another lease
@@ -169,7 +175,7 @@ type acquireTrace struct {
 
 // attempt records one acquisition round trip that started at start and
 // returned token, held and err from the backend.
-func (t *acquireTrace) attempt(c *config, name string, start time.Time, token int64, held time.Duration, err error) {
+func (t *acquireTrace) attempt(ctx context.Context, c *config, name string, start time.Time, token int64, held time.Duration, err error) {
 	t.attempts++
 	if !c.observed() {
 		return
@@ -182,18 +188,18 @@ func (t *acquireTrace) attempt(c *config, name string, start time.Time, token in
 		err = ErrNotAcquired
 	}
 	if h := c.hooks; h != nil && h.AcquireAttempt != nil {
-		h.AcquireAttempt(AcquireAttemptInfo{
-			Name: name, Attempt: t.attempts, Token: token, Held: held, Latency: t.latency, Err: err,
+		h.AcquireAttempt(ctx, AcquireAttemptInfo{
+			Name: name, Attempt: t.attempts, Token: token, Remaining: held, Latency: t.latency, Err: err,
 		})
 	}
 	if c.logger != nil && t.waiting && err != nil && !errors.Is(err, ErrNotAcquired) {
-		c.logger.LogAttrs(context.Background(), slog.LevelWarn, "fencelock: acquire attempt failed, retrying",
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "fencelock: acquire attempt failed, retrying",
 			slog.String("lock", name), slog.Int("attempt", t.attempts), slog.Any("error", err))
 	}
 }
 
 // done reports the end of a TryAcquire or Acquire call.
-func (t *acquireTrace) done(c *config, name string, l *Lease, err error) {
+func (t *acquireTrace) done(ctx context.Context, c *config, name string, l *Lease, err error) {
 	h := c.hooks
 	if h == nil || h.AcquireDone == nil || t.attempts == 0 {
 		return
@@ -204,11 +210,11 @@ func (t *acquireTrace) done(c *config, name string, l *Lease, err error) {
 	if l != nil {
 		info.Token, info.LeaseID = l.token, l.id
 	}
-	h.AcquireDone(info)
+	h.AcquireDone(ctx, info)
 }
 
 // observeRenew reports a renewal round trip that started at start.
-func (l *Lease) observeRenew(start time.Time, err error) {
+func (l *Lease) observeRenew(ctx context.Context, start time.Time, err error) {
 	c := &l.c.cfg
 	if !c.observed() {
 		return
@@ -216,7 +222,7 @@ func (l *Lease) observeRenew(start time.Time, err error) {
 	latency := time.Since(start)
 	deadline := l.Deadline()
 	if h := c.hooks; h != nil && h.RenewDone != nil {
-		h.RenewDone(RenewInfo{
+		h.RenewDone(ctx, RenewInfo{
 			Name: l.name, Token: l.token, LeaseID: l.id, Latency: latency, Deadline: deadline, Err: err,
 		})
 	}
@@ -226,7 +232,7 @@ func (l *Lease) observeRenew(start time.Time, err error) {
 	switch {
 	case err == nil:
 		if n := l.renewFailures.Swap(0); n > 0 {
-			c.logger.LogAttrs(context.Background(), slog.LevelInfo, "fencelock: renew succeeded after failures",
+			c.logger.LogAttrs(ctx, slog.LevelInfo, "fencelock: renew succeeded after failures",
 				l.logAttrs(slog.Int("failures", int(n)), slog.Time("deadline", deadline))...)
 		}
 	case errors.Is(err, ErrLeaseLost):
@@ -235,29 +241,29 @@ func (l *Lease) observeRenew(start time.Time, err error) {
 		// Release stopped the keeper mid-renewal: no failure.
 	default:
 		n := l.renewFailures.Add(1)
-		c.logger.LogAttrs(context.Background(), slog.LevelWarn, "fencelock: renew failed",
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "fencelock: renew failed",
 			l.logAttrs(slog.Int("failures", int(n)), slog.Duration("remaining", time.Until(deadline)), slog.Any("error", err))...)
 	}
 }
 
 // observeLost reports the loss of the lease with cause, if cause is what
 // ended the lease's context (the first cause wins).
-func (l *Lease) observeLost(cause error) {
+func (l *Lease) observeLost(ctx context.Context, cause error) {
 	c := &l.c.cfg
 	if !c.observed() || context.Cause(l.ctx) != cause {
 		return
 	}
-	l.reportLost(cause)
+	l.reportLost(ctx, cause)
 }
 
-func (l *Lease) reportLost(cause error) {
+func (l *Lease) reportLost(ctx context.Context, cause error) {
 	c := &l.c.cfg
 	held := l.held()
 	if h := c.hooks; h != nil && h.LeaseLost != nil {
-		h.LeaseLost(LostInfo{Name: l.name, Token: l.token, LeaseID: l.id, Held: held, Cause: cause})
+		h.LeaseLost(ctx, LostInfo{Name: l.name, Token: l.token, LeaseID: l.id, Held: held, Cause: cause})
 	}
 	if c.logger != nil {
-		c.logger.LogAttrs(context.Background(), slog.LevelWarn, "fencelock: lease lost",
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "fencelock: lease lost",
 			l.logAttrs(slog.Duration("held", held), slog.Any("error", cause))...)
 	}
 }
@@ -265,16 +271,16 @@ func (l *Lease) reportLost(cause error) {
 // observeRelease reports a release round trip that started at start. A
 // release that finds the lock gone or taken is the first sign of a loss
 // the keeper had not seen: that is reported as a loss too.
-func (l *Lease) observeRelease(start time.Time, err error) {
+func (l *Lease) observeRelease(ctx context.Context, start time.Time, err error) {
 	c := &l.c.cfg
 	if !c.observed() {
 		return
 	}
 	if errors.Is(err, ErrLeaseLost) && !errors.Is(context.Cause(l.ctx), ErrLeaseLost) {
-		l.reportLost(err)
+		l.reportLost(ctx, err)
 	}
 	if h := c.hooks; h != nil && h.ReleaseDone != nil {
-		h.ReleaseDone(ReleaseInfo{
+		h.ReleaseDone(ctx, ReleaseInfo{
 			Name: l.name, Token: l.token, LeaseID: l.id,
 			Held: l.held(), Latency: time.Since(start), Err: err,
 		})

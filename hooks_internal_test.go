@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -14,11 +15,12 @@ func benchmarkDispatch(b *testing.B, opts *Options) {
 	}
 	l := &Lease{name: "bench", id: "id", token: 1}
 	start := time.Now() // try reads the clock anyway, hooks or not
+	ctx := b.Context()
 	b.ReportAllocs()
 	for b.Loop() {
 		var t acquireTrace
-		t.attempt(&cfg, "bench", start, 1, 0, nil)
-		t.done(&cfg, "bench", l, nil)
+		t.attempt(ctx, &cfg, "bench", start, 1, 0, nil)
+		t.done(ctx, &cfg, "bench", l, nil)
 	}
 }
 
@@ -29,7 +31,7 @@ func BenchmarkHooks_dispatchNil(b *testing.B) { benchmarkDispatch(b, nil) }
 // nothing: reading the clock and building the events.
 func BenchmarkHooks_dispatchNoop(b *testing.B) {
 	benchmarkDispatch(b, &Options{Hooks: &Hooks{
-		AcquireAttempt: func(AcquireAttemptInfo) {},
-		AcquireDone:    func(AcquireDoneInfo) {},
+		AcquireAttempt: func(context.Context, AcquireAttemptInfo) {},
+		AcquireDone:    func(context.Context, AcquireDoneInfo) {},
 	}})
 }

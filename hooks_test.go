@@ -2,6 +2,7 @@ package fencelock_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -24,6 +25,7 @@ type hookLog struct {
 	renews   []fencelock.RenewInfo
 	losses   []fencelock.LostInfo
 	releases []fencelock.ReleaseInfo
+	traces   []string // event:trace, the value of traceKey in the hook's context
 	events   chan string
 }
 
@@ -31,19 +33,29 @@ func newHookLog() *hookLog { return &hookLog{events: make(chan string, 100)} }
 
 func (h *hookLog) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
-		AcquireAttempt: func(i fencelock.AcquireAttemptInfo) { record(h, &h.attempts, i, "attempt") },
-		AcquireDone:    func(i fencelock.AcquireDoneInfo) { record(h, &h.acquires, i, "acquire") },
-		RenewDone:      func(i fencelock.RenewInfo) { record(h, &h.renews, i, "renew") },
-		LeaseLost:      func(i fencelock.LostInfo) { record(h, &h.losses, i, "lost") },
-		ReleaseDone:    func(i fencelock.ReleaseInfo) { record(h, &h.releases, i, "release") },
+		AcquireAttempt: func(ctx context.Context, i fencelock.AcquireAttemptInfo) { record(ctx, h, &h.attempts, i, "attempt") },
+		AcquireDone:    func(ctx context.Context, i fencelock.AcquireDoneInfo) { record(ctx, h, &h.acquires, i, "acquire") },
+		RenewDone:      func(ctx context.Context, i fencelock.RenewInfo) { record(ctx, h, &h.renews, i, "renew") },
+		LeaseLost:      func(ctx context.Context, i fencelock.LostInfo) { record(ctx, h, &h.losses, i, "lost") },
+		ReleaseDone:    func(ctx context.Context, i fencelock.ReleaseInfo) { record(ctx, h, &h.releases, i, "release") },
 	}
 }
 
-func record[T any](h *hookLog, s *[]T, v T, event string) {
+func record[T any](ctx context.Context, h *hookLog, s *[]T, v T, event string) {
 	h.mu.Lock()
 	*s = append(*s, v)
+	h.traces = append(h.traces, event+":"+traceOf(ctx))
 	h.mu.Unlock()
 	h.events <- event
+}
+
+// traceKey carries a value through contexts, as a tracer's span does: the
+// hooks must see the caller's.
+type traceKey struct{}
+
+func traceOf(ctx context.Context) string {
+	s, _ := ctx.Value(traceKey{}).(string)
+	return s
 }
 
 // wait waits for the next event named event, failing after a few seconds;
@@ -125,7 +137,7 @@ func TestHooks_notAcquired(t *testing.T) {
 	if len(h.attempts) != 1 || len(h.acquires) != 1 {
 		t.Fatalf("events: got %d attempts, %d acquires; want 1, 1", len(h.attempts), len(h.acquires))
 	}
-	if a := h.attempts[0]; !errors.Is(a.Err, fencelock.ErrNotAcquired) || a.Token != 0 || a.Held <= 0 {
+	if a := h.attempts[0]; !errors.Is(a.Err, fencelock.ErrNotAcquired) || a.Token != 0 || a.Remaining <= 0 {
 		t.Errorf("AcquireAttempt: got %+v, want ErrNotAcquired, token 0, held > 0", a)
 	}
 	if d := h.acquires[0]; !errors.Is(d.Err, fencelock.ErrNotAcquired) || d.Token != 0 || d.LeaseID != "" {
@@ -280,7 +292,7 @@ func TestHooks_copied(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	var called bool
-	hooks := &fencelock.Hooks{AcquireDone: func(fencelock.AcquireDoneInfo) { called = true }}
+	hooks := &fencelock.Hooks{AcquireDone: func(context.Context, fencelock.AcquireDoneInfo) { called = true }}
 	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1, Hooks: hooks})
 	hooks.AcquireDone = nil
 	l, err := c.TryAcquire(t.Context(), "copied")
@@ -458,10 +470,57 @@ func BenchmarkHooks_nil(b *testing.B) {
 // cost of building and delivering the events.
 func BenchmarkHooks_noop(b *testing.B) {
 	benchmarkHooks(b, &fencelock.Options{RenewInterval: -1, Hooks: &fencelock.Hooks{
-		AcquireAttempt: func(fencelock.AcquireAttemptInfo) {},
-		AcquireDone:    func(fencelock.AcquireDoneInfo) {},
-		RenewDone:      func(fencelock.RenewInfo) {},
-		LeaseLost:      func(fencelock.LostInfo) {},
-		ReleaseDone:    func(fencelock.ReleaseInfo) {},
+		AcquireAttempt: func(context.Context, fencelock.AcquireAttemptInfo) {},
+		AcquireDone:    func(context.Context, fencelock.AcquireDoneInfo) {},
+		RenewDone:      func(context.Context, fencelock.RenewInfo) {},
+		LeaseLost:      func(context.Context, fencelock.LostInfo) {},
+		ReleaseDone:    func(context.Context, fencelock.ReleaseInfo) {},
 	}})
+}
+
+// Hooks get the caller's context (TryAcquire, Renew, Release), and the
+// acquisition's values where nobody calls (the keeper's renewals, a loss
+// found by it), so spans nest under the caller's and logs keep its trace.
+func TestHooks_context(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	h := newHookLog()
+	var logged syncBuffer
+	logger := slog.New(traceHandler{slog.NewJSONHandler(&logged, nil)})
+	c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: 50 * time.Millisecond, Hooks: h.hooks(), Logger: logger})
+	with := func(trace string) context.Context { return context.WithValue(t.Context(), traceKey{}, trace) }
+
+	l, err := c.TryAcquire(with("acquire"), "traced")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	h.wait(t, "renew") // the keeper's
+	if err := l.Renew(with("renew")); err != nil {
+		t.Fatalf("Renew error = %v", err)
+	}
+	rdb.Del(t.Context(), "fencelock:{traced}")
+	h.wait(t, "lost") // found by the keeper
+	l.Release(with("release"))
+
+	h.mu.Lock()
+	traces := strings.Join(h.traces, " ")
+	h.mu.Unlock()
+	for _, want := range []string{"attempt:acquire", "acquire:acquire", "renew:acquire", "renew:renew", "lost:acquire", "release:release"} {
+		if !strings.Contains(traces, want) {
+			t.Errorf("hook contexts %q: want %q among them", traces, want)
+		}
+	}
+	rec := findRecord(logRecords(t, logged.snapshot()), "fencelock: lease lost")
+	if rec == nil || rec["trace"] != "acquire" {
+		t.Errorf("lease lost log record %v: want trace %q from the acquisition's context", rec, "acquire")
+	}
+}
+
+// traceHandler adds the context's traceKey value to each record, as a
+// tracing handler adds the span's IDs.
+type traceHandler struct{ slog.Handler }
+
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.String("trace", traceOf(ctx)))
+	return h.Handler.Handle(ctx, r)
 }

@@ -128,14 +128,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 
 func (l *Lease) renew(ctx context.Context) (err error) {
 	start := time.Now()
-	defer func() { l.observeRenew(start, err) }()
+	defer func() { l.observeRenew(ctx, start, err) }()
 	held, err := l.c.be.renew(ctx, l.name, l.owner)
 	if err != nil {
 		return fmt.Errorf("renew %q: %w", l.name, err)
 	}
 	if !held {
 		err := fmt.Errorf("renew %q: %w: lock is gone or held by another owner", l.name, ErrLeaseLost)
-		l.lose(err)
+		l.lose(ctx, err)
 		return err
 	}
 	l.mu.Lock()
@@ -205,13 +205,14 @@ func (l *Lease) expire() {
 	if time.Now().Before(deadline) {
 		return
 	}
-	l.lose(fmt.Errorf("%w: %q not renewed before its deadline", ErrLeaseLost, l.name))
+	l.lose(context.WithoutCancel(l.ctx), fmt.Errorf("%w: %q not renewed before its deadline", ErrLeaseLost, l.name))
 }
 
-// lose ends the lease with cause; the first cause wins.
-func (l *Lease) lose(cause error) {
+// lose ends the lease with cause; the first cause wins. ctx is for the
+// hooks.
+func (l *Lease) lose(ctx context.Context, cause error) {
 	l.cancel(cause)
-	l.observeLost(cause)
+	l.observeLost(ctx, cause)
 }
 
 // Release ends the lease: it stops the renewal, waits for it to exit, and
@@ -247,7 +248,7 @@ func (l *Lease) release(ctx context.Context) (decided bool, err error) {
 		lost = cause
 	}
 	start := l.c.cfg.now()
-	defer func() { l.observeRelease(start, err) }()
+	defer func() { l.observeRelease(ctx, start, err) }()
 	deleted, err := l.c.be.release(ctx, l.name, l.owner)
 	if deleted {
 		// This Client's next waiter need not wait for the publish to come back.
@@ -264,7 +265,7 @@ func (l *Lease) release(ctx context.Context) (decided bool, err error) {
 		// The first sign of a loss the keeper had not seen: the lease's
 		// context ends with it, as it would have at the next renewal.
 		lost = fmt.Errorf("%w: lock is gone or held by another owner", ErrLeaseLost)
-		l.lose(lost)
+		l.lose(ctx, lost)
 	}
 	l.cancel(nil) // context.Canceled, unless lost first
 	if lost != nil {

@@ -14,6 +14,7 @@
 package fenceprom
 
 import (
+	"context"
 	"errors"
 	"sync"
 
@@ -205,7 +206,7 @@ func (c *Collector) labels(lock string, values ...string) []string {
 	return values
 }
 
-func (c *Collector) acquireAttempt(i fencelock.AcquireAttemptInfo) {
+func (c *Collector) acquireAttempt(_ context.Context, i fencelock.AcquireAttemptInfo) {
 	result := resultError
 	switch {
 	case i.Err == nil:
@@ -217,7 +218,7 @@ func (c *Collector) acquireAttempt(i fencelock.AcquireAttemptInfo) {
 	c.attemptLatency.WithLabelValues(c.labels(i.Name)...).Observe(i.Latency.Seconds())
 }
 
-func (c *Collector) acquireDone(i fencelock.AcquireDoneInfo) {
+func (c *Collector) acquireDone(_ context.Context, i fencelock.AcquireDoneInfo) {
 	result := resultError
 	switch {
 	case i.Err == nil:
@@ -238,7 +239,7 @@ func (c *Collector) acquireDone(i fencelock.AcquireDoneInfo) {
 	c.held.WithLabelValues(c.labels(i.Name)...).Inc()
 }
 
-func (c *Collector) renewDone(i fencelock.RenewInfo) {
+func (c *Collector) renewDone(_ context.Context, i fencelock.RenewInfo) {
 	result := resultFailed
 	switch {
 	case i.Err == nil:
@@ -250,12 +251,12 @@ func (c *Collector) renewDone(i fencelock.RenewInfo) {
 	c.renewLatency.WithLabelValues(c.labels(i.Name)...).Observe(i.Latency.Seconds())
 }
 
-func (c *Collector) leaseLost(i fencelock.LostInfo) {
+func (c *Collector) leaseLost(_ context.Context, i fencelock.LostInfo) {
 	c.lost.WithLabelValues(c.labels(i.Name)...).Inc()
 	c.ended(i.Name, i.LeaseID, i.Held.Seconds())
 }
 
-func (c *Collector) releaseDone(i fencelock.ReleaseInfo) {
+func (c *Collector) releaseDone(_ context.Context, i fencelock.ReleaseInfo) {
 	result := resultError
 	switch {
 	case i.Err == nil:

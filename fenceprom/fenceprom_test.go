@@ -1,6 +1,7 @@
 package fenceprom_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -227,7 +228,7 @@ func TestCollector_expired(t *testing.T) {
 	hooks := m.Hooks()
 	lost := make(chan struct{})
 	count := hooks.LeaseLost
-	hooks.LeaseLost = func(i fencelock.LostInfo) { count(i); close(lost) }
+	hooks.LeaseLost = func(ctx context.Context, i fencelock.LostInfo) { count(ctx, i); close(lost) }
 	c := fencelock.New(rdb, &fencelock.Options{TTL: 50 * time.Millisecond, RenewInterval: -1, Hooks: hooks})
 	l, err := c.TryAcquire(t.Context(), "short")
 	if err != nil {
@@ -251,12 +252,13 @@ func TestCollector_expired(t *testing.T) {
 func TestCollector_lint(t *testing.T) {
 	m := fenceprom.New(&fenceprom.Options{LockLabel: true, ResourceLabel: true})
 	h, fh := m.Hooks(), m.FenceHooks()
+	ctx := t.Context()
 	// One series of each metric, so that the linter sees them all.
-	h.AcquireAttempt(fencelock.AcquireAttemptInfo{Name: "a"})
-	h.AcquireDone(fencelock.AcquireDoneInfo{Name: "a", LeaseID: "x"})
-	h.RenewDone(fencelock.RenewInfo{Name: "a"})
-	h.LeaseLost(fencelock.LostInfo{Name: "a", LeaseID: "x"})
-	h.ReleaseDone(fencelock.ReleaseInfo{Name: "a"})
+	h.AcquireAttempt(ctx, fencelock.AcquireAttemptInfo{Name: "a"})
+	h.AcquireDone(ctx, fencelock.AcquireDoneInfo{Name: "a", LeaseID: "x"})
+	h.RenewDone(ctx, fencelock.RenewInfo{Name: "a"})
+	h.LeaseLost(ctx, fencelock.LostInfo{Name: "a", LeaseID: "x"})
+	h.ReleaseDone(ctx, fencelock.ReleaseInfo{Name: "a"})
 	fh.Accepted(fence.AccessInfo{Op: "put", Resource: "r", Fence: fence.Fence{Lock: "a", Token: 1, Lease: "x"}})
 	problems, err := testutil.CollectAndLint(m)
 	if err != nil {

@@ -51,7 +51,7 @@ func newMetrics(lock string) *metrics {
 // hooks returns the hooks that feed m.
 func (m *metrics) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
-		AcquireAttempt: func(i fencelock.AcquireAttemptInfo) {
+		AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) {
 			result := "error"
 			switch {
 			case i.Err == nil:
@@ -63,7 +63,7 @@ func (m *metrics) hooks() *fencelock.Hooks {
 			defer m.mu.Unlock()
 			m.attempts[result]++
 		},
-		AcquireDone: func(i fencelock.AcquireDoneInfo) {
+		AcquireDone: func(_ context.Context, i fencelock.AcquireDoneInfo) {
 			if i.Err != nil {
 				return
 			}
@@ -71,7 +71,7 @@ func (m *metrics) hooks() *fencelock.Hooks {
 			defer m.mu.Unlock()
 			m.held, m.token = 1, i.Token
 		},
-		RenewDone: func(i fencelock.RenewInfo) {
+		RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
 			result := "failed"
 			switch {
 			case i.Err == nil:
@@ -83,13 +83,13 @@ func (m *metrics) hooks() *fencelock.Hooks {
 			defer m.mu.Unlock()
 			m.renewals[result]++
 		},
-		LeaseLost: func(fencelock.LostInfo) {
+		LeaseLost: func(context.Context, fencelock.LostInfo) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.lost++
 			m.held, m.token = 0, 0
 		},
-		ReleaseDone: func(i fencelock.ReleaseInfo) {
+		ReleaseDone: func(_ context.Context, i fencelock.ReleaseInfo) {
 			result := "error"
 			switch {
 			case i.Err == nil:

@@ -129,11 +129,12 @@ func TestMetrics_write(t *testing.T) {
 	lock := "odd \"name\" \\ with\nnewline"
 	m := newMetrics(lock)
 	h := m.hooks()
-	h.AcquireAttempt(fencelock.AcquireAttemptInfo{Name: lock, Err: fencelock.ErrNotAcquired})
-	h.AcquireAttempt(fencelock.AcquireAttemptInfo{Name: lock, Token: 42})
-	h.AcquireDone(fencelock.AcquireDoneInfo{Name: lock, Token: 42})
-	h.RenewDone(fencelock.RenewInfo{Name: lock})
-	h.RenewDone(fencelock.RenewInfo{Name: lock, Err: errors.New("i/o timeout")})
+	ctx := t.Context()
+	h.AcquireAttempt(ctx, fencelock.AcquireAttemptInfo{Name: lock, Err: fencelock.ErrNotAcquired})
+	h.AcquireAttempt(ctx, fencelock.AcquireAttemptInfo{Name: lock, Token: 42})
+	h.AcquireDone(ctx, fencelock.AcquireDoneInfo{Name: lock, Token: 42})
+	h.RenewDone(ctx, fencelock.RenewInfo{Name: lock})
+	h.RenewDone(ctx, fencelock.RenewInfo{Name: lock, Err: errors.New("i/o timeout")})
 
 	var b strings.Builder
 	if err := m.write(&b); err != nil {
@@ -157,8 +158,8 @@ func TestMetrics_write(t *testing.T) {
 		}
 	}
 
-	h.LeaseLost(fencelock.LostInfo{Name: lock})
-	h.ReleaseDone(fencelock.ReleaseInfo{Name: lock, Err: fencelock.ErrLeaseLost})
+	h.LeaseLost(ctx, fencelock.LostInfo{Name: lock})
+	h.ReleaseDone(ctx, fencelock.ReleaseInfo{Name: lock, Err: fencelock.ErrLeaseLost})
 	b.Reset()
 	m.write(&b)
 	got = parseExposition(t, b.String())
