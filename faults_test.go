@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -99,3 +101,33 @@ var scriptSources = sync.OnceValue(func() map[string]string {
 	}
 	return m
 })
+
+// slowReplies is a go-redis hook that delays the replies of the commands
+// it matches, as a slow network would: the server has run them when the
+// delay starts.
+type slowReplies struct {
+	delay time.Duration
+	match func(cmd redis.Cmder) bool
+}
+
+func (h *slowReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.match(cmd) {
+			time.Sleep(h.delay) // the simulated slow reply, not a synchronisation
+		}
+		return err
+	}
+}
+
+func (h *slowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if slices.ContainsFunc(cmds, h.match) {
+			time.Sleep(h.delay)
+		}
+		return err
+	}
+}

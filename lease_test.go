@@ -3,6 +3,7 @@ package fencelock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +306,58 @@ func TestLease_Release_retry(t *testing.T) {
 	}
 	if n, names := rec.reset(); n != 0 {
 		t.Errorf("Release after a decided one sent %d round trips %v, want none", n, names)
+	}
+}
+
+// The deadline is measured from before the request that acquired or
+// renewed the lease, less the drift allowance (TTL/100 + 2ms): a reply
+// that comes late must not move it later. Replies are delayed by far more
+// than the bounds' slack, and the drift is larger than it, so measuring
+// from the reply or dropping the drift both miss the bounds.
+func TestLease_Deadline(t *testing.T) {
+	t.Parallel()
+	const (
+		ttl   = 10 * time.Second
+		drift = ttl/100 + 2*time.Millisecond
+		delay = 300 * time.Millisecond
+		slack = 50 * time.Millisecond // the timer, the scheduler
+	)
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{TTL: ttl, RenewInterval: -1})
+	// Warm up: load the scripts, detect the natives.
+	w, err := c.TryAcquire(ctx, "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(w.Renew(ctx), w.Release(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(&slowReplies{delay: delay, match: func(cmd redis.Cmder) bool {
+		return cmd.Name() == "evalsha" || cmd.Name() == "set"
+	}})
+	check := func(what string, before time.Time, l *fencelock.Lease) {
+		t.Helper()
+		got := l.Deadline().Sub(before)
+		if lo, hi := ttl-drift, ttl-drift+slack; got < lo || got > hi {
+			t.Errorf("%s: Deadline() = request + %v, want in [%v, %v] (TTL %v less drift %v, from before the request)", what, got, lo, hi, ttl, drift)
+		}
+	}
+	before := time.Now()
+	l, err := c.TryAcquire(ctx, "deadline")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	defer l.Release(ctx)
+	if time.Since(before) < delay {
+		t.Fatalf("TryAcquire took %v, want the reply delayed by %v", time.Since(before), delay)
+	}
+	check("after TryAcquire", before, l)
+	for i := range 2 {
+		before = time.Now()
+		if err := l.Renew(ctx); err != nil {
+			t.Fatalf("Renew error = %v", err)
+		}
+		check(fmt.Sprintf("after renewal %d", i+1), before, l)
 	}
 }
