@@ -1,18 +1,23 @@
 -- acquire.lua: take the lock if it is free and issue its fencing token, in
 -- one atomic step.
--- KEYS[1] lock key, KEYS[2] token key (same hash tag, so same slot)
+-- KEYS[1] lock key, KEYS[2] token key, KEYS[3] waiter mark (one hash tag,
+--   so one slot)
 -- ARGV[1] owner value, ARGV[2] ttl in ms,
--- ARGV[3] token key retention in ms (0 keeps it forever)
--- returns {1, token} when acquired (or when this owner already holds it: a
---   retried request gets the token it was issued), {0, pttl} when another
---   owner holds it; an error reply, with nothing written, when either key
---   holds a value of the wrong type.
+-- ARGV[3] token key retention in ms (0 keeps it forever),
+-- ARGV[4] waiter mark lifetime in ms, 0 for none (the caller will not wait)
+-- returns the token (> 0) when acquired, or when this owner already holds
+--   the lock (a retried request gets the token it was issued); when another
+--   owner holds it, minus its remaining TTL in ms (<= 0; 0 if it has
+--   none), after marking it as waited for (ARGV[4] > 0) so that its
+--   release publishes; an error reply, with nothing written, when either
+--   key holds a value of the wrong type.
 --
 -- token = max(stored + 1, server time in microseconds): the clock floor
 -- keeps tokens increasing after the counter is lost (restart without
 -- persistence, eviction, failover to a lagging replica). Lua numbers are
 -- doubles, exact to 2^53 (year 2255 in microseconds); the token is written
--- with %d, never tostring, which would print 1.7e+15.
+-- with %d, never tostring, which would print 1.7e+15. The integer reply
+-- is the double truncated: exact too.
 --
 -- Scripts never roll back, so everything that can fail (a wrong-type or
 -- non-integer counter) is checked before the first write.
@@ -26,9 +31,18 @@ end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Held. GET fails with WRONGTYPE if the key is not a string.
   if redis.call('GET', KEYS[1]) == ARGV[1] and stored then
-    return {1, stored}
+    return stored
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  local life = tonumber(ARGV[4])
+  -- Never shorten a mark that another client's waiter set for longer.
+  if life > 0 and redis.call('PTTL', KEYS[3]) < life then
+    redis.call('SET', KEYS[3], '1', 'PX', life)
+  end
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then
+    return 0
+  end
+  return -pttl
 end
 local t = redis.call('TIME')
 local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -40,4 +54,4 @@ if ARGV[3] == '0' then
 else
   redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[3])
 end
-return {1, token}
+return token

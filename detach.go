@@ -13,7 +13,7 @@ const MaxSecretLen = 256
 // can renew and release the lock (see Client.Attach), so never log it,
 // print it where others can read it, or pass it on a command line. Use ID
 // to name the lease instead.
-func (l *Lease) Secret() string { return l.owner }
+func (l *Lease) Secret() string { return l.ref.owner }
 
 // LeaseID returns the public lease ID that belongs to an owner secret, the
 // same as Lease.ID of the lease that holds it. It lets a tool that reads
@@ -44,9 +44,11 @@ func (c *Client) Attach(name, secret string, token int64) (*Lease, error) {
 	if token <= 0 {
 		return nil, fmt.Errorf("%w: token %d not positive", ErrInvalid, token)
 	}
-	// newLease, so that the handle stays in step with acquired leases,
-	// but without the keeper: it is stopped before its first renewal.
-	l := newLease(context.Background(), c, name, secret, token, time.Now())
-	l.stopKeeper()
+	// As an acquired lease, so that the handle stays in step with them,
+	// but without background renewals and without an acquisition time.
+	l := &Lease{c: c}
+	c.cfg.setRef(&l.ref, name, secret)
+	l.start(context.Background(), token, time.Now(), false)
+	l.acquired = time.Time{}
 	return l, nil
 }

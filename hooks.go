@@ -208,7 +208,7 @@ func (t *acquireTrace) done(ctx context.Context, c *config, name string, l *Leas
 		Name: name, Attempts: t.attempts, Wait: time.Since(t.first), Latency: t.latency, Err: err,
 	}
 	if l != nil {
-		info.Token, info.LeaseID = l.token, l.id
+		info.Token, info.LeaseID = l.token, l.ID()
 	}
 	h.AcquireDone(ctx, info)
 }
@@ -223,7 +223,7 @@ func (l *Lease) observeRenew(ctx context.Context, start time.Time, err error) {
 	deadline := l.Deadline()
 	if h := c.hooks; h != nil && h.RenewDone != nil {
 		h.RenewDone(ctx, RenewInfo{
-			Name: l.name, Token: l.token, LeaseID: l.id, Latency: latency, Deadline: deadline, Err: err,
+			Name: l.ref.name, Token: l.token, LeaseID: l.ID(), Latency: latency, Deadline: deadline, Err: err,
 		})
 	}
 	if c.logger == nil {
@@ -237,7 +237,7 @@ func (l *Lease) observeRenew(ctx context.Context, start time.Time, err error) {
 		}
 	case errors.Is(err, ErrLeaseLost):
 		// LeaseLost logged it.
-	case errors.Is(err, context.Canceled) && l.keeperCtx.Err() != nil:
+	case errors.Is(err, context.Canceled) && l.releasing.Load():
 		// Release stopped the keeper mid-renewal: no failure.
 	default:
 		n := l.renewFailures.Add(1)
@@ -246,21 +246,18 @@ func (l *Lease) observeRenew(ctx context.Context, start time.Time, err error) {
 	}
 }
 
-// observeLost reports the loss of the lease with cause, if cause is what
-// ended the lease's context (the first cause wins).
+// observeLost reports the loss of the lease with cause, which ended it.
 func (l *Lease) observeLost(ctx context.Context, cause error) {
-	c := &l.c.cfg
-	if !c.observed() || context.Cause(l.ctx) != cause {
-		return
+	if l.c.cfg.observed() {
+		l.reportLost(ctx, cause)
 	}
-	l.reportLost(ctx, cause)
 }
 
 func (l *Lease) reportLost(ctx context.Context, cause error) {
 	c := &l.c.cfg
 	held := l.held()
 	if h := c.hooks; h != nil && h.LeaseLost != nil {
-		h.LeaseLost(ctx, LostInfo{Name: l.name, Token: l.token, LeaseID: l.id, Held: held, Cause: cause})
+		h.LeaseLost(ctx, LostInfo{Name: l.ref.name, Token: l.token, LeaseID: l.ID(), Held: held, Cause: cause})
 	}
 	if c.logger != nil {
 		c.logger.LogAttrs(ctx, slog.LevelWarn, "fencelock: lease lost",
@@ -276,12 +273,12 @@ func (l *Lease) observeRelease(ctx context.Context, start time.Time, err error) 
 	if !c.observed() {
 		return
 	}
-	if errors.Is(err, ErrLeaseLost) && !errors.Is(context.Cause(l.ctx), ErrLeaseLost) {
+	if errors.Is(err, ErrLeaseLost) && !errors.Is(l.ended(), ErrLeaseLost) {
 		l.reportLost(ctx, err)
 	}
 	if h := c.hooks; h != nil && h.ReleaseDone != nil {
 		h.ReleaseDone(ctx, ReleaseInfo{
-			Name: l.name, Token: l.token, LeaseID: l.id,
+			Name: l.ref.name, Token: l.token, LeaseID: l.ID(),
 			Held: l.held(), Latency: time.Since(start), Err: err,
 		})
 	}
@@ -290,7 +287,7 @@ func (l *Lease) observeRelease(ctx context.Context, start time.Time, err error) 
 // logAttrs names the lease in log records: never by its owner value.
 func (l *Lease) logAttrs(more ...slog.Attr) []slog.Attr {
 	return append([]slog.Attr{
-		slog.String("lock", l.name), slog.String("lease", l.id), slog.Int64("token", l.token),
+		slog.String("lock", l.ref.name), slog.String("lease", l.ID()), slog.Int64("token", l.token),
 	}, more...)
 }
 

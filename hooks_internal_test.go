@@ -13,7 +13,9 @@ func benchmarkDispatch(b *testing.B, opts *Options) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := &Lease{name: "bench", id: "id", token: 1}
+	l := &Lease{ref: lockRef{name: "bench", owner: "owner"}, token: 1}
+	// The ID is derived on first use: once, before the loop.
+	l.ID()
 	start := time.Now() // try reads the clock anyway, hooks or not
 	ctx := b.Context()
 	b.ReportAllocs()

@@ -21,30 +21,34 @@ import (
 // A Lease is safe for concurrent use.
 type Lease struct {
 	c     *Client
-	name  string
-	owner string // secret: knowing it allows renew and release
-	id    string
+	ref   lockRef // name, keys, owner value: what the commands send
 	token int64
 
-	acquired      time.Time    // when the acquisition was sent; zero if attached
+	// acquiredWith is the context the lease was acquired with, for its
+	// values only: hooks, logs and renewals see them, never its end (an
+	// acquire timeout must not end a held lease).
+	acquiredWith context.Context
+	acquired     time.Time // when the acquisition was sent; zero if attached
+
+	idOnce sync.Once
+	id     string // derived from the owner value on first use
+
 	renewFailures atomic.Int32 // in a row, for Options.Logger
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	// The keeper renews in the background, run by a timer rather than a
-	// goroutine of its own, so a lease released within RenewInterval never
-	// starts one. stopKeeper ends it and waits for a renewal in flight.
-	keeperCtx    context.Context
-	cancelKeeper context.CancelFunc
-	keeper       *time.Timer // nil without background renewal
-	keepMu       sync.Mutex  // guards keepStop and keeping.Add
-	keepStop     bool
-	keeping      sync.WaitGroup
 
 	mu       sync.Mutex
 	deadline time.Time
-	expiry   *time.Timer // loses the lease at deadline
+	// end is why the lease ended, nil while it is held: a cause wrapping
+	// ErrLeaseLost, or context.Canceled after Release. The first wins.
+	end error
+	// ctx is made by Context on first use, most leases being released
+	// without anyone asking for it; it ends with end either way.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// sched is the lease's entry in the Client's keeper, which renews it
+	// and loses it at its deadline; keeping counts its renewals in flight.
+	sched   schedule
+	keeping sync.WaitGroup
 
 	// Release may be retried until it reaches a decision: the server said
 	// whether it deleted. releaseMu serialises Release calls.
@@ -54,31 +58,19 @@ type Lease struct {
 	releaseErr error // the decided result
 }
 
-func newLease(ctx context.Context, c *Client, name, owner string, token int64, start time.Time) *Lease {
-	l := &Lease{
-		c:        c,
-		name:     name,
-		owner:    owner,
-		id:       leaseID(owner),
-		token:    token,
-		acquired: start,
-		deadline: start.Add(c.cfg.ttl - c.cfg.drift),
-	}
-	// The lease keeps the values of the acquiring context, not its end: an
-	// acquire timeout must not end a held lease.
-	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	l.keeperCtx, l.cancelKeeper = context.WithCancel(l.ctx)
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
-	if c.cfg.renewEvery > 0 {
-		l.keepMu.Lock() // keep may run before AfterFunc returns
-		l.keeper = time.AfterFunc(c.cfg.renewEvery, l.keep)
-		l.keepMu.Unlock()
-	}
-	return l
+// start makes l, whose ref is set, a lease acquired with ctx at start
+// with token, and schedules its deadline and, if keep, its background
+// renewals.
+func (l *Lease) start(ctx context.Context, token int64, start time.Time, keep bool) {
+	l.token = token
+	l.acquiredWith = ctx
+	l.acquired = start
+	l.deadline = start.Add(l.c.cfg.ttl - l.c.cfg.drift)
+	l.c.keep.add(l, keep && l.c.cfg.renewEvery > 0)
 }
 
 // Name returns the name of the lock.
-func (l *Lease) Name() string { return l.name }
+func (l *Lease) Name() string { return l.ref.name }
 
 // Token returns the fencing token issued with this lease: greater than
 // every token issued before for the same lock name.
@@ -87,19 +79,58 @@ func (l *Lease) Token() int64 { return l.token }
 // ID returns the lease's public ID, derived from its secret owner value.
 // It names the lease in fences and logs; it does not allow renewing or
 // releasing the lock.
-func (l *Lease) ID() string { return l.id }
+func (l *Lease) ID() string {
+	l.idOnce.Do(func() { l.id = leaseID(l.ref.owner) })
+	return l.id
+}
 
 // Fence returns what the holder sends with every write to a protected
 // resource.
 func (l *Lease) Fence() fence.Fence {
-	return fence.Fence{Lock: l.name, Token: l.token, Lease: l.id}
+	return fence.Fence{Lock: l.ref.name, Token: l.token, Lease: l.ID()}
 }
 
 // Context returns a context that ends when the lease does. If the lease
 // was lost, context.Cause reports an error wrapping ErrLeaseLost; after
 // Release it reports context.Canceled. It carries the values, but not the
 // cancellation, of the context given to Acquire.
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(l.values())
+		if l.end != nil {
+			l.cancel(l.end)
+		}
+	}
+	return l.ctx
+}
+
+// values returns a context with the values, not the cancellation, of the
+// context the lease was acquired with.
+func (l *Lease) values() context.Context { return context.WithoutCancel(l.acquiredWith) }
+
+// ended returns why the lease ended, nil while it is held.
+func (l *Lease) ended() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.end
+}
+
+// finish ends the lease with cause (context.Canceled for a Release) and
+// reports whether this call ended it: the first cause wins.
+func (l *Lease) finish(cause error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return false
+	}
+	l.end = cause
+	if l.cancel != nil {
+		l.cancel(cause)
+	}
+	return true
+}
 
 // Deadline returns when the lease ends unless renewed: measured on the
 // local monotonic clock from before the last successful acquire or renew
@@ -118,10 +149,10 @@ func (l *Lease) Deadline() time.Time {
 // Deadline unless a later renew succeeds.
 func (l *Lease) Renew(ctx context.Context) error {
 	if l.releasing.Load() {
-		return fmt.Errorf("renew %q: %w: released", l.name, ErrLeaseLost)
+		return fmt.Errorf("renew %q: %w: released", l.ref.name, ErrLeaseLost)
 	}
-	if l.ctx.Err() != nil {
-		return fmt.Errorf("renew %q: %w", l.name, context.Cause(l.ctx))
+	if end := l.ended(); end != nil {
+		return fmt.Errorf("renew %q: %w", l.ref.name, end)
 	}
 	return l.renew(ctx)
 }
@@ -129,90 +160,82 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) renew(ctx context.Context) (err error) {
 	start := time.Now()
 	defer func() { l.observeRenew(ctx, start, err) }()
-	held, err := l.c.be.renew(ctx, l.name, l.owner)
+	held, err := l.c.be.renew(ctx, &l.ref)
 	if err != nil {
-		return fmt.Errorf("renew %q: %w", l.name, err)
+		return fmt.Errorf("renew %q: %w", l.ref.name, err)
 	}
 	if !held {
-		err := fmt.Errorf("renew %q: %w: lock is gone or held by another owner", l.name, ErrLeaseLost)
+		err := fmt.Errorf("renew %q: %w: lock is gone or held by another owner", l.ref.name, ErrLeaseLost)
 		l.lose(ctx, err)
 		return err
 	}
+	return l.extend(start)
+}
+
+// extend moves the deadline after a renewal sent at start succeeded.
+func (l *Lease) extend(start time.Time) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ctx.Err() != nil { // lost while the request was in flight
-		return fmt.Errorf("renew %q: %w", l.name, context.Cause(l.ctx))
+	if l.end != nil { // lost while the request was in flight
+		end := l.end
+		l.mu.Unlock()
+		return fmt.Errorf("renew %q: %w", l.ref.name, end)
 	}
-	if d := start.Add(l.c.cfg.ttl - l.c.cfg.drift); d.After(l.deadline) {
+	d := start.Add(l.c.cfg.ttl - l.c.cfg.drift)
+	moved := d.After(l.deadline)
+	if moved {
 		l.deadline = d
-		l.expiry.Reset(time.Until(d))
+	}
+	l.mu.Unlock()
+	if moved {
+		l.c.keep.extended(l, d)
 	}
 	return nil
 }
 
-// keep renews the lease when the keeper timer fires, and schedules the
-// next renewal: after RenewInterval, or sooner after a failure, until the
-// lease ends or Release stops it.
+// keep is a background renewal, run by the keeper in a goroutine of its
+// own; the keeper has counted it in l.keeping.
 func (l *Lease) keep() {
-	l.keepMu.Lock()
-	if l.keepStop {
-		l.keepMu.Unlock()
-		return
-	}
-	l.keeping.Add(1)
-	l.keepMu.Unlock()
 	defer l.keeping.Done()
-	if l.keeperCtx.Err() != nil { // lost: nothing left to renew
-		return
+	// A renewal that cannot finish before the deadline is of no use; one
+	// that Release stops is cancelled.
+	ctx, cancel := context.WithDeadline(l.values(), l.Deadline())
+	defer cancel()
+	var err error
+	if l.c.keep.renewing(l, cancel) {
+		err = l.renew(ctx)
 	}
-	// A renewal that cannot finish before the deadline is of no use.
-	ctx, cancel := context.WithDeadline(l.keeperCtx, l.Deadline())
-	err := l.renew(ctx)
-	cancel()
-	next := l.c.cfg.renewEvery
-	switch {
-	case errors.Is(err, ErrLeaseLost):
-		return
-	case err != nil:
-		next = max(next/4, time.Millisecond)
-	}
-	l.keepMu.Lock()
-	if !l.keepStop {
-		l.keeper.Reset(next)
-	}
-	l.keepMu.Unlock()
+	l.c.keep.renewed(l, err)
 }
 
-// stopKeeper ends the background renewal and waits for one in flight,
-// which it cancels.
+// stopKeeper ends the background renewal and the deadline's watch, and
+// waits for a renewal in flight, which it cancels.
 func (l *Lease) stopKeeper() {
-	l.keepMu.Lock()
-	l.keepStop = true
-	if l.keeper != nil {
-		l.keeper.Stop()
-	}
-	l.keepMu.Unlock()
-	l.cancelKeeper()
+	l.c.keep.remove(l)
 	l.keeping.Wait()
 }
 
-// expire runs when the deadline timer fires; a renewal may have moved the
-// deadline in the meantime.
-func (l *Lease) expire() {
+// expire runs when the keeper finds the deadline passed; a renewal may
+// have moved it in the meantime. It reports whether the lease is over.
+func (l *Lease) expire(now time.Time) bool {
 	l.mu.Lock()
-	deadline := l.deadline
+	deadline, end := l.deadline, l.end
 	l.mu.Unlock()
-	if time.Now().Before(deadline) {
-		return
+	if end != nil {
+		return true
 	}
-	l.lose(context.WithoutCancel(l.ctx), fmt.Errorf("%w: %q not renewed before its deadline", ErrLeaseLost, l.name))
+	if now.Before(deadline) {
+		return false
+	}
+	l.lose(l.values(), fmt.Errorf("%w: %q not renewed before its deadline", ErrLeaseLost, l.ref.name))
+	return true
 }
 
 // lose ends the lease with cause; the first cause wins. ctx is for the
 // hooks.
 func (l *Lease) lose(ctx context.Context, cause error) {
-	l.cancel(cause)
-	l.observeLost(ctx, cause)
+	if l.finish(cause) {
+		l.observeLost(ctx, cause)
+	}
 }
 
 // Release ends the lease: it stops the renewal, waits for it to exit, and
@@ -242,34 +265,33 @@ func (l *Lease) Release(ctx context.Context) error {
 
 func (l *Lease) release(ctx context.Context) (decided bool, err error) {
 	l.stopKeeper()
-	l.expiry.Stop()
 	var lost error
-	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLeaseLost) {
-		lost = cause
+	if end := l.ended(); errors.Is(end, ErrLeaseLost) {
+		lost = end
 	}
 	start := l.c.cfg.now()
 	defer func() { l.observeRelease(ctx, start, err) }()
-	deleted, err := l.c.be.release(ctx, l.name, l.owner)
+	deleted, err := l.c.be.release(ctx, &l.ref)
 	if deleted {
 		// This Client's next waiter need not wait for the publish to come back.
-		l.c.hub.wakeHead(l.c.cfg.channel(l.name))
+		l.c.hub.wakeHead(l.ref.channel)
 	}
 	switch {
 	case err != nil:
-		l.cancel(nil) // context.Canceled, unless lost first: nobody renews it now
+		l.finish(context.Canceled) // unless lost first: nobody renews it now
 		if lost != nil {
-			return false, fmt.Errorf("release %q: %w", l.name, errors.Join(lost, err))
+			return false, fmt.Errorf("release %q: %w", l.ref.name, errors.Join(lost, err))
 		}
-		return false, fmt.Errorf("release %q: %w", l.name, err)
+		return false, fmt.Errorf("release %q: %w", l.ref.name, err)
 	case lost == nil && !deleted:
 		// The first sign of a loss the keeper had not seen: the lease's
 		// context ends with it, as it would have at the next renewal.
 		lost = fmt.Errorf("%w: lock is gone or held by another owner", ErrLeaseLost)
 		l.lose(ctx, lost)
 	}
-	l.cancel(nil) // context.Canceled, unless lost first
+	l.finish(context.Canceled) // unless lost first
 	if lost != nil {
-		return true, fmt.Errorf("release %q: %w", l.name, lost)
+		return true, fmt.Errorf("release %q: %w", l.ref.name, lost)
 	}
 	return true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -60,44 +61,47 @@ func (n *node) natives(ctx context.Context, key string) natives {
 	return n.caps.get(ctx, addr, m)
 }
 
-func (n *node) acquire(ctx context.Context, name, owner string) (int64, time.Duration, error) {
-	keys := []string{n.cfg.lockKey(name), n.cfg.tokenKey(name)}
-	args := []any{owner, n.cfg.ttl.Milliseconds(), n.cfg.retention.Milliseconds()}
-	if n.cfg.minReplicas > 0 {
-		return n.acquireWait(ctx, name, owner, keys, args)
+func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
+	mark := zeroArg
+	if r.wait {
+		mark = n.cfg.markArg
 	}
-	reply, err := acquireScript.Run(ctx, n.rdb, keys, args...).Result()
+	args := append(acquireRun.args("3", 7), r.lockArg, &r.token, &r.waiters, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, mark)
+	if n.cfg.minReplicas > 0 {
+		return n.acquireWait(ctx, r, args)
+	}
+	reply, err := acquireRun.run(ctx, n.rdb, args)
 	if err != nil {
-		n.abandon(ctx, name, owner, err)
+		n.abandon(ctx, r, err)
 		return 0, 0, n.follow(ctx, err)
 	}
-	token, held, err := parseAcquire(reply)
-	if err != nil {
-		n.abandon(ctx, name, owner, err)
-	}
-	return token, held, err
+	token, held := parseAcquire(reply)
+	return token, held, nil
 }
+
+// zeroArg is a script's argument 0, boxed once.
+var zeroArg any = int64(0)
 
 // acquireWait runs the acquire script and WAIT in one pipeline: WAIT must
 // follow the write on the same connection to count its replication. An
 // acquisition too few replicas acknowledged is released again: its token
 // could be issued anew after a failover.
-func (n *node) acquireWait(ctx context.Context, name, owner string, keys []string, args []any) (int64, time.Duration, error) {
+func (n *node) acquireWait(ctx context.Context, r *lockRef, args []any) (int64, time.Duration, error) {
 	pipelined := n.rdb.Pipelined
 	if n.cluster != nil {
 		// WAIT names no key: a cluster pipeline would send it to any
 		// master. Pipeline on the connection to the lock's master instead.
-		m, err := n.cluster.MasterForKey(ctx, keys[0])
+		m, err := n.cluster.MasterForKey(ctx, r.lock)
 		if err != nil {
 			return 0, 0, n.follow(ctx, err)
 		}
 		pipelined = m.Pipelined
 	}
-	run := func(eval func(p redis.Pipeliner) *redis.Cmd) (reply any, acks int64, scriptErr, waitErr error) {
-		var script *redis.Cmd
+	run := func() (reply, acks int64, scriptErr, waitErr error) {
+		script := redis.NewIntCmd(ctx, args...)
 		wait := redis.NewIntCmd(ctx, "WAIT", n.cfg.minReplicas, n.cfg.replicaTimeout.Milliseconds())
 		pipelined(ctx, func(p redis.Pipeliner) error {
-			script = eval(p)
+			p.Process(ctx, script)
 			p.Process(ctx, wait)
 			return nil
 		})
@@ -105,32 +109,26 @@ func (n *node) acquireWait(ctx context.Context, name, owner string, keys []strin
 		acks, waitErr = wait.Result()
 		return reply, acks, scriptErr, waitErr
 	}
-	reply, acks, err, waitErr := run(func(p redis.Pipeliner) *redis.Cmd {
-		return p.EvalSha(ctx, acquireScript.Hash(), keys, args...)
-	})
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		reply, acks, err, waitErr = run(func(p redis.Pipeliner) *redis.Cmd {
-			return p.Eval(ctx, acquireLua, keys, args...)
-		})
+	reply, acks, err, waitErr := run()
+	if noScript(err) {
+		args[0], args[1] = "eval", acquireRun.src
+		reply, acks, err, waitErr = run()
 	}
 	if err != nil {
-		n.abandon(ctx, name, owner, err)
+		n.abandon(ctx, r, err)
 		return 0, 0, n.follow(ctx, err)
 	}
-	token, held, err := parseAcquire(reply)
+	token, held := parseAcquire(reply)
 	switch {
-	case err != nil:
-		n.abandon(ctx, name, owner, err)
-		return 0, 0, err
 	case token == 0:
 		return 0, held, nil
 	case waitErr != nil:
 		// Taken, but whether it replicated is unknown: the token must not
 		// be used.
-		n.abandon(ctx, name, owner, nil)
+		n.abandon(ctx, r, nil)
 		return 0, 0, n.follow(ctx, fmt.Errorf("WAIT after acquiring: %w", waitErr))
 	case acks < int64(n.cfg.minReplicas):
-		n.abandon(ctx, name, owner, nil)
+		n.abandon(ctx, r, nil)
 		return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
 			ErrNotAcquired, ErrNotReplicated, acks, n.cfg.minReplicas, n.cfg.replicaTimeout)
 	}
@@ -140,54 +138,52 @@ func (n *node) acquireWait(ctx context.Context, name, owner string, keys []strin
 // abandon releases, best effort, what an acquisition attempt may have
 // taken when the client cannot use it: its reply was lost (a timeout, a
 // reset connection, a context that ended mid-request) or is not to be
-// trusted. The release is owner-checked with the attempt's own owner
-// value, which nobody else has, so it can only delete this attempt's
-// lock; the lock's TTL bounds what a release that fails leaves behind. An
-// error reply from the server needs nothing: the script writes only after
-// every check that can fail.
-func (n *node) abandon(ctx context.Context, name, owner string, err error) {
+// trusted (not an integer). The release is owner-checked with the
+// attempt's own owner value, which nobody else has, so it can only delete
+// this attempt's lock; the lock's TTL bounds what a release that fails
+// leaves behind. An error reply from the server needs nothing: the script
+// writes only after every check that can fail.
+func (n *node) abandon(ctx context.Context, r *lockRef, err error) {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(n.cfg.ttl, abandonTimeout))
 	defer cancel()
-	n.release(rctx, name, owner)
+	n.release(rctx, r)
 }
 
 // abandonTimeout bounds the release of an abandoned acquisition, which
 // the caller of TryAcquire or Acquire waits for.
 const abandonTimeout = time.Second
 
-// parseAcquire checks the acquire script's reply: {1, token} or {0, pttl}.
-func parseAcquire(reply any) (token int64, held time.Duration, err error) {
-	if r, ok := reply.([]any); ok && len(r) == 2 {
-		code, ok1 := r[0].(int64)
-		v, ok2 := r[1].(int64)
-		switch {
-		case ok1 && ok2 && code == 1 && v > 0:
-			return v, 0, nil
-		case ok1 && ok2 && code == 0:
-			return 0, time.Duration(v) * time.Millisecond, nil
-		}
+// parseAcquire reads the acquire script's reply: the token (> 0), or
+// minus the holder's remaining TTL in milliseconds (<= 0). Replies that
+// are not integers are errors before they get here.
+func parseAcquire(reply int64) (token int64, held time.Duration) {
+	const most = int64(math.MaxInt64 / time.Millisecond)
+	switch {
+	case reply > 0:
+		return reply, 0
+	case reply < -most:
+		return 0, time.Duration(most) * time.Millisecond
 	}
-	return 0, 0, fmt.Errorf("fencelock: malformed acquire reply %v", reply)
+	return 0, time.Duration(-reply) * time.Millisecond
 }
 
 // renew extends the lock's TTL, and its token counter's retention, if
-// owner holds it. A lock that is gone, held by another owner or not a
+// r's owner holds it. A lock that is gone, held by another owner or not a
 // string reports false.
-func (n *node) renew(ctx context.Context, name, owner string) (bool, error) {
-	key := n.cfg.lockKey(name)
-	if n.natives(ctx, key).setIFEQ() {
-		held, err := n.renewNative(ctx, name, owner)
+func (n *node) renew(ctx context.Context, r *lockRef) (bool, error) {
+	if n.natives(ctx, r.lock).setIFEQ() {
+		held, err := n.renewNative(ctx, r)
 		if !unsupported(err) {
 			return held, n.follow(ctx, err)
 		}
-		n.unsupported(ctx, key)
+		n.unsupported(ctx, r.lock)
 	}
-	v, err := renewScript.Run(ctx, n.rdb, []string{key, n.cfg.tokenKey(name)},
-		owner, n.cfg.ttl.Milliseconds(), n.cfg.retention.Milliseconds()).Int64()
+	args := append(renewRun.args("2", 5), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg)
+	v, err := renewRun.run(ctx, n.rdb, args)
 	return v == 1, n.follow(ctx, err)
 }
 
@@ -196,14 +192,13 @@ func (n *node) renew(ctx context.Context, name, owner string) (bool, error) {
 // PEXPIRE that refreshes the counter's retention: one round trip. The
 // PEXPIRE runs whether or not the lock is still ours; it only ever keeps
 // a counter longer, which is safe.
-func (n *node) renewNative(ctx context.Context, name, owner string) (bool, error) {
-	key := n.cfg.lockKey(name)
+func (n *node) renewNative(ctx context.Context, r *lockRef) (bool, error) {
 	var set *redis.Cmd
 	var keep *redis.BoolCmd
 	n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.Do(ctx, "SET", key, owner, "IFEQ", owner, "PX", n.cfg.ttl.Milliseconds())
+		set = p.Do(ctx, "SET", r.lockArg, &r.owner, "IFEQ", &r.owner, "PX", n.cfg.ttlArg)
 		if n.cfg.retention > 0 {
-			keep = p.PExpire(ctx, n.cfg.tokenKey(name), n.cfg.retention)
+			keep = p.PExpire(ctx, r.token, n.cfg.retention)
 		}
 		return nil
 	})
@@ -241,42 +236,44 @@ func (n *node) shardedPubSub(ctx context.Context, channel string) bool {
 	return n.cluster != nil && n.natives(ctx, channel).spublish
 }
 
-// release deletes the lock if owner holds it and wakes its waiters; it
-// reports whether it deleted.
-func (n *node) release(ctx context.Context, name, owner string) (bool, error) {
-	key := n.cfg.lockKey(name)
-	nat := n.natives(ctx, key)
+// release deletes the lock if r's owner holds it and wakes its waiters;
+// it reports whether it deleted.
+func (n *node) release(ctx context.Context, r *lockRef) (bool, error) {
+	nat := n.natives(ctx, r.lock)
 	if nat.delex || nat.delifeq {
-		deleted, err := n.releaseNative(ctx, name, owner, nat)
+		deleted, err := n.releaseNative(ctx, r, nat)
 		if !unsupported(err) {
 			return deleted, n.follow(ctx, err)
 		}
-		n.unsupported(ctx, key)
+		n.unsupported(ctx, r.lock)
 	}
-	publish := "PUBLISH"
+	publish := publishArg
 	if n.cluster != nil && nat.spublish {
-		publish = "SPUBLISH"
+		publish = spublishArg
 	}
-	v, err := releaseScript.Run(ctx, n.rdb, []string{key}, owner, n.cfg.channel(name), publish).Int64()
+	args := append(releaseRun.args("2", 5), r.lockArg, &r.waiters, &r.owner, &r.channel, publish)
+	v, err := releaseRun.run(ctx, n.rdb, args)
 	return v == 1, n.follow(ctx, err)
 }
 
+var publishArg, spublishArg any = "PUBLISH", "SPUBLISH"
+
 // releaseNative deletes with DELEX IFEQ or DELIFEQ, pipelined with the
-// publish: one round trip. The publish wakes waiters even if nothing was
-// deleted, which costs them one attempt and is harmless.
-func (n *node) releaseNative(ctx context.Context, name, owner string, nat natives) (bool, error) {
-	key, channel := n.cfg.lockKey(name), n.cfg.channel(name)
+// publish: one round trip. Without a script, the publish cannot depend on
+// the waiter mark; it wakes waiters even if nothing was deleted, which
+// costs them one attempt and is harmless.
+func (n *node) releaseNative(ctx context.Context, r *lockRef, nat natives) (bool, error) {
 	var del *redis.Cmd
 	n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if nat.delex {
-			del = p.Do(ctx, "DELEX", key, "IFEQ", owner)
+			del = p.Do(ctx, "DELEX", r.lockArg, "IFEQ", &r.owner)
 		} else {
-			del = p.Do(ctx, "DELIFEQ", key, owner)
+			del = p.Do(ctx, "DELIFEQ", r.lockArg, &r.owner)
 		}
 		if n.cluster != nil && nat.spublish {
-			p.SPublish(ctx, channel, "")
+			p.SPublish(ctx, r.channel, "")
 		} else {
-			p.Publish(ctx, channel, "")
+			p.Publish(ctx, r.channel, "")
 		}
 		return nil
 	})
@@ -285,6 +282,13 @@ func (n *node) releaseNative(ctx context.Context, name, owner string, nat native
 		return false, nil // not our lock: someone replaced it
 	}
 	return v == 1, err
+}
+
+// markWaiting marks the lock named name as waited for, for
+// Options-derived markLife, so that its next release publishes (see
+// wake.go).
+func (n *node) markWaiting(ctx context.Context, name string) error {
+	return n.follow(ctx, n.rdb.Set(ctx, n.cfg.waitersKey(name), "1", n.cfg.markLife).Err())
 }
 
 // unsupported marks the master that serves key as lacking the native

@@ -88,6 +88,12 @@ type config struct {
 	minReplicas                                              int
 	hooks                                                    *Hooks
 	logger                                                   *slog.Logger
+
+	// markLife is how long a waiter mark lasts (wake.go): longer than a
+	// waiting Acquire goes between attempts.
+	markLife time.Duration
+	// The scripts' numeric arguments, in milliseconds, boxed once.
+	ttlArg, retentionArg, markArg any
 }
 
 // Keys: the lock and its token counter share a hash tag, so one script can
@@ -95,6 +101,9 @@ type config struct {
 func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "}" }
 func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
 func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
+func (c *config) waitersKey(name string) string {
+	return c.prefix + "{" + name + "}:waiters"
+}
 
 func (o *Options) config() (config, error) {
 	var opts Options
@@ -156,6 +165,11 @@ func (o *Options) config() (config, error) {
 	case c.retention < c.ttl:
 		return c, fmt.Errorf("%w: TokenRetention %v shorter than TTL %v", ErrInvalid, c.retention, c.ttl)
 	}
+	// A waiting Acquire tries again at least every RetryInterval (plus
+	// jitter), and a waiter promoted to the head of its queue within
+	// another: three intervals and a second cover both with room.
+	c.markLife = 3*c.retry + time.Second
+	c.ttlArg, c.retentionArg, c.markArg = c.ttl.Milliseconds(), c.retention.Milliseconds(), c.markLife.Milliseconds()
 	return c, nil
 }
 

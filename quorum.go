@@ -17,6 +17,7 @@ var (
 	//go:embed quorum_writeback.lua
 	writebackLua    string
 	writebackScript = redis.NewScript(writebackLua)
+	writebackRun    = newRunner(writebackScript, writebackLua)
 )
 
 // NewQuorum returns a Client that keeps each lock on a majority of nodes,
@@ -54,6 +55,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 		err = errors.Join(err, fmt.Errorf("%w: no quorum nodes", ErrInvalid))
 	}
 	c := &Client{cfg: cfg}
+	c.keep.cfg = &c.cfg
 	q := &quorum{cfg: &c.cfg}
 	for i, rdb := range nodes {
 		if rdb == nil {
@@ -73,19 +75,21 @@ type quorum struct {
 	cfg   *config
 
 	mu sync.Mutex
-	// inflight holds, by lock name and owner, a channel per node that is
-	// closed when the acquisition's request to that node has ended. A
-	// release to a node waits for it: sent on another connection, it could
+	// inflight holds, by acquisition attempt, a channel per node that is
+	// closed when the attempt's request to that node has ended. A release
+	// to a node waits for it: sent on another connection, it could
 	// otherwise overtake the acquire request and leave the lock behind.
-	inflight map[string][]chan struct{}
+	// The attempt's lockRef, which its lease keeps, names it: its owner
+	// value is its own.
+	inflight map[*lockRef][]chan struct{}
 }
 
-// acquired returns a channel closed once owner's acquire request to node
-// i has ended.
-func (q *quorum) acquired(i int, name, owner string) <-chan struct{} {
+// acquired returns a channel closed once r's acquire request to node i
+// has ended.
+func (q *quorum) acquired(i int, r *lockRef) <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if done := q.inflight[name+"\x00"+owner]; done != nil {
+	if done := q.inflight[r]; done != nil {
 		return done[i]
 	}
 	return closed
@@ -183,23 +187,22 @@ func (e nodeErrors) Error() string {
 
 func (e nodeErrors) Unwrap() []error { return e }
 
-func (q *quorum) acquire(ctx context.Context, name, owner string) (int64, time.Duration, error) {
+func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
 	start := time.Now()
 	// A request that ends after the validity is of no use; the timeout
 	// stops waiting for a node that hangs, as far as the client honours
 	// contexts.
 	validity := q.cfg.ttl - q.cfg.drift
 
-	key := name + "\x00" + owner
 	done := make([]chan struct{}, len(q.nodes))
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
 	q.mu.Lock()
 	if q.inflight == nil {
-		q.inflight = map[string][]chan struct{}{}
+		q.inflight = map[*lockRef][]chan struct{}{}
 	}
-	q.inflight[key] = done
+	q.inflight[r] = done
 	q.mu.Unlock()
 	var left atomic.Int32
 	left.Store(int32(len(q.nodes)))
@@ -207,11 +210,11 @@ func (q *quorum) acquire(ctx context.Context, name, owner string) (int64, time.D
 	var top int64
 	var held time.Duration
 	t := q.round(ctx, validity, func(ctx context.Context, i int, n *node) reply {
-		token, held, err := n.acquire(ctx, name, owner)
+		token, held, err := n.acquire(ctx, r)
 		close(done[i])
 		if left.Add(-1) == 0 {
 			q.mu.Lock()
-			delete(q.inflight, key)
+			delete(q.inflight, r)
 			q.mu.Unlock()
 		}
 		return reply{token: token, held: held, ok: token > 0, err: err}
@@ -223,7 +226,7 @@ func (q *quorum) acquire(ctx context.Context, name, owner string) (int64, time.D
 		}
 	})
 	if t.yes < q.majority() {
-		q.releaseAll(ctx, name, owner)
+		q.releaseAll(ctx, r)
 		if t.no == 0 || len(q.nodes)-len(t.errs) < q.majority() {
 			return 0, 0, q.noQuorum("locked", t)
 		}
@@ -233,22 +236,22 @@ func (q *quorum) acquire(ctx context.Context, name, owner string) (int64, time.D
 	// One more than every token the majority issued: every node, the
 	// issuing ones included, accepts it only if it stores less.
 	token := top + 1
-	tokenKey := q.cfg.tokenKey(name)
 	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, _ int, n *node) reply {
-		v, err := writebackScript.Run(ctx, n.rdb, []string{tokenKey}, token, q.cfg.retention.Milliseconds()).Int64()
+		args := append(writebackRun.args("1", 3), &r.token, token, q.cfg.retentionArg)
+		v, err := writebackRun.run(ctx, n.rdb, args)
 		return reply{ok: v == 1, err: err}
 	}, nil)
 	switch {
 	case wb.yes < q.majority() && (wb.no == 0 || len(q.nodes)-len(wb.errs) < q.majority()):
-		q.releaseAll(ctx, name, owner)
+		q.releaseAll(ctx, r)
 		return 0, 0, q.noQuorum("token written", wb)
 	case wb.yes < q.majority():
 		// A concurrent acquisition holds a greater token on enough nodes.
-		q.releaseAll(ctx, name, owner)
+		q.releaseAll(ctx, r)
 		return 0, q.cfg.retry, nil
 	}
 	if elapsed := time.Since(start); elapsed >= validity {
-		q.releaseAll(ctx, name, owner)
+		q.releaseAll(ctx, r)
 		return 0, 0, fmt.Errorf("%w: acquiring on a majority took %v, more than the validity %v (TTL less drift)",
 			ErrNotAcquired, elapsed, validity)
 	}
@@ -258,13 +261,13 @@ func (q *quorum) acquire(ctx context.Context, name, owner string) (int64, time.D
 // releaseAll releases the lock on every node, best effort, after a failed
 // acquisition. It waits for a majority of nodes to answer, not for nodes
 // that hang: their requests finish in the background.
-func (q *quorum) releaseAll(ctx context.Context, name, owner string) {
-	q.round(context.WithoutCancel(ctx), q.cfg.ttl, q.releaseNode(name, owner), nil)
+func (q *quorum) releaseAll(ctx context.Context, r *lockRef) {
+	q.round(context.WithoutCancel(ctx), q.cfg.ttl, q.releaseNode(r), nil)
 }
 
-func (q *quorum) renew(ctx context.Context, name, owner string) (bool, error) {
+func (q *quorum) renew(ctx context.Context, r *lockRef) (bool, error) {
 	t := q.round(ctx, q.cfg.ttl-q.cfg.drift, func(ctx context.Context, _ int, n *node) reply {
-		ok, err := n.renew(ctx, name, owner)
+		ok, err := n.renew(ctx, r)
 		return reply{ok: ok, err: err}
 	}, nil)
 	switch {
@@ -278,20 +281,20 @@ func (q *quorum) renew(ctx context.Context, name, owner string) (bool, error) {
 
 // releaseNode returns the request that releases the lock on one node,
 // after the acquisition's request to that node has ended.
-func (q *quorum) releaseNode(name, owner string) func(ctx context.Context, i int, n *node) reply {
+func (q *quorum) releaseNode(r *lockRef) func(ctx context.Context, i int, n *node) reply {
 	return func(ctx context.Context, i int, n *node) reply {
 		select {
-		case <-q.acquired(i, name, owner):
+		case <-q.acquired(i, r):
 		case <-ctx.Done():
 			return reply{err: context.Cause(ctx)}
 		}
-		ok, err := n.release(ctx, name, owner)
+		ok, err := n.release(ctx, r)
 		return reply{ok: ok, err: err}
 	}
 }
 
-func (q *quorum) release(ctx context.Context, name, owner string) (bool, error) {
-	t := q.round(ctx, q.cfg.ttl, q.releaseNode(name, owner), nil)
+func (q *quorum) release(ctx context.Context, r *lockRef) (bool, error) {
+	t := q.round(ctx, q.cfg.ttl, q.releaseNode(r), nil)
 	switch {
 	case t.yes >= q.majority():
 		return true, nil
@@ -299,4 +302,17 @@ func (q *quorum) release(ctx context.Context, name, owner string) (bool, error) 
 		return false, nil
 	}
 	return false, q.noQuorum("released", t)
+}
+
+// markWaiting marks the lock as waited for on every node, so that a
+// release publishes wherever it deletes. It needs a majority.
+func (q *quorum) markWaiting(ctx context.Context, name string) error {
+	t := q.round(ctx, q.cfg.ttl, func(ctx context.Context, _ int, n *node) reply {
+		err := n.markWaiting(ctx, name)
+		return reply{ok: err == nil, err: err}
+	}, nil)
+	if t.yes >= q.majority() {
+		return nil
+	}
+	return q.noQuorum("marked", t)
 }

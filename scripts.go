@@ -1,14 +1,15 @@
 package fencelock
 
 import (
+	"context"
 	_ "embed"
+	"errors"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Each script lives in its own file, headed by its KEYS/ARGV/returns
-// contract. Script.Run sends EVALSHA and falls back to EVAL on NOSCRIPT,
-// which recovers from SCRIPT FLUSH, restarts and failovers.
+// contract, and returns an integer.
 var (
 	//go:embed acquire.lua
 	acquireLua    string
@@ -21,4 +22,47 @@ var (
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
+
+	acquireRun, renewRun, releaseRun = newRunner(acquireScript, acquireLua), newRunner(renewScript, renewLua), newRunner(releaseScript, releaseLua)
 )
+
+// A runner runs one script. It sends EVALSHA and falls back to EVAL on
+// NOSCRIPT, which recovers from SCRIPT FLUSH, restarts and failovers, as
+// redis.Script.Run does; unlike it, it reads the integer reply without
+// boxing it, and takes arguments the caller prepared (see lockRef), so a
+// command costs go-redis's own allocations and little more.
+type runner struct {
+	sha, src any // boxed once
+}
+
+func newRunner(s *redis.Script, src string) runner { return runner{sha: s.Hash(), src: src} }
+
+// args returns the start of a command's arguments, for numKeys keys (a
+// decimal string: a Cluster client reads it as one), with room for n
+// keys and arguments, which the caller appends.
+func (s runner) args(numKeys string, n int) []any {
+	return append(make([]any, 0, 3+n), "evalsha", s.sha, numKeys)
+}
+
+// run runs the script with args from s.args, which it reuses for EVAL.
+func (s runner) run(ctx context.Context, c processor, args []any) (int64, error) {
+	cmd := redis.NewIntCmd(ctx, args...)
+	err := c.Process(ctx, cmd)
+	if noScript(err) {
+		args[0], args[1] = "eval", s.src
+		cmd = redis.NewIntCmd(ctx, args...)
+		err = c.Process(ctx, cmd)
+	}
+	return cmd.Val(), err
+}
+
+// noScript reports whether err says that the server does not have the
+// script: go-redis may have normalised the reply to ErrNoScript.
+func noScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// processor sends one command: a client, or a pipeline that queues it.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}

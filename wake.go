@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,9 @@ type wakeHub struct {
 	mu    sync.Mutex
 	subs  map[wakeSubKey]*wakeSub
 	chans map[string]*wakeChan
+	// waited counts chans, for callers that skip the hub while nobody
+	// waits without taking mu or naming a channel.
+	waited atomic.Int32
 }
 
 // wakeSubKey names a subscription: a node's shared one (channel "") or a
@@ -68,6 +72,10 @@ type waiter struct {
 	promoted chan struct{}
 }
 
+// idle reports whether nobody waits in this Client: then waiting and
+// wakeHead are false and nothing for every channel.
+func (h *wakeHub) idle() bool { return h.waited.Load() == 0 }
+
 // waiting reports whether this Client has waiters for channel; a new
 // Acquire then queues behind them instead of barging in.
 func (h *wakeHub) waiting(channel string) bool {
@@ -94,6 +102,7 @@ func (h *wakeHub) join(ctx context.Context, channel string, patience time.Durati
 			h.subs = map[wakeSubKey]*wakeSub{}
 		}
 		h.chans[channel] = wc
+		h.waited.Add(1)
 		for i, n := range h.nodes {
 			key := wakeSubKey{node: i}
 			if sharded[i] {
@@ -146,6 +155,9 @@ func (h *wakeHub) head(channel string, w *waiter) bool {
 
 // wakeHead tells the head of channel's queue, if any, to try now.
 func (h *wakeHub) wakeHead(channel string) {
+	if h.idle() {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if wc := h.chans[channel]; wc != nil && len(wc.queue) > 0 {
@@ -189,6 +201,7 @@ func (h *wakeHub) leave(channel string, w *waiter) {
 		return
 	}
 	delete(h.chans, channel)
+	h.waited.Add(-1)
 	var closing []*wakeSub
 	for _, key := range wc.subs {
 		s := h.subs[key]

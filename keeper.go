@@ -1,0 +1,285 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// keeper runs the background work of a Client's leases from one timer:
+// each lease's renewal every RenewInterval, and its loss at its Deadline
+// if no renewal moved it. A held lease costs an entry in a heap, not
+// timers, goroutines or contexts of its own, so holding many leases, or
+// acquiring and releasing them quickly, costs little; a renewal runs in a
+// goroutine of its own only while it is in flight.
+//
+// The timer fires at the earliest entry: exactly at a deadline, since a
+// lease must be lost before Redis could grant the lock to another holder;
+// renewals due within a sixteenth of RenewInterval are sent with it, a
+// little early, which is harmless and lets renewals of leases acquired
+// close together share the timer's wake-up.
+type keeper struct {
+	cfg *config
+
+	mu    sync.Mutex
+	queue []*Lease    // a min-heap by schedule.at
+	timer *time.Timer // fires keeper.fire; made on first use
+	armed time.Time   // when the timer fires; zero while it is not armed
+}
+
+// schedule is a lease's entry in its Client's keeper, guarded by
+// keeper.mu.
+type schedule struct {
+	at       time.Time // the next event: renewAt, or deadline if sooner
+	renewAt  time.Time // the next background renewal; zero for none
+	deadline time.Time // the keeper's copy of the lease's deadline
+	pos      int       // 1 + index in keeper.queue; 0 when not queued
+	inflight bool      // a background renewal is in flight
+	stopped  bool      // Release ended the background work
+	cancel   context.CancelFunc
+}
+
+// next sets s.at to the earlier of its events.
+func (s *schedule) next() {
+	s.at = s.deadline
+	if !s.renewAt.IsZero() && s.renewAt.Before(s.at) {
+		s.at = s.renewAt
+	}
+}
+
+// add schedules a new lease's deadline and, if renew, its renewals (a
+// lease without them is lost at its deadline unless Renew is called).
+func (k *keeper) add(l *Lease, renew bool) {
+	now := time.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := &l.sched
+	s.deadline = l.deadline // l is not shared yet
+	if renew {
+		s.renewAt = now.Add(k.cfg.renewEvery)
+	}
+	s.next()
+	k.push(l)
+	k.arm(s.at)
+}
+
+// remove ends the lease's background work, cancelling a renewal in
+// flight; the caller waits for it with l.keeping.
+func (k *keeper) remove(l *Lease) {
+	k.mu.Lock()
+	s := &l.sched
+	s.stopped = true
+	s.renewAt = time.Time{}
+	if s.pos > 0 {
+		k.delete(s.pos - 1)
+	}
+	cancel := s.cancel
+	k.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// extended moves a lease's deadline to d after a renewal.
+func (k *keeper) extended(l *Lease, d time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := &l.sched
+	if !d.After(s.deadline) {
+		return
+	}
+	s.deadline = d
+	if s.pos > 0 { // else removed, or being expired, which checks again
+		s.next()
+		k.fix(s.pos - 1)
+	}
+}
+
+// renewing records the cancel func of a background renewal about to be
+// sent, and reports whether it is still wanted.
+func (k *keeper) renewing(l *Lease, cancel context.CancelFunc) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if l.sched.stopped {
+		return false
+	}
+	l.sched.cancel = cancel
+	return true
+}
+
+// renewed schedules the next renewal after one ended with err: after
+// RenewInterval, or sooner after a failure, unless the lease is over.
+func (k *keeper) renewed(l *Lease, err error) {
+	end := l.ended()
+	deadline := l.Deadline()
+	now := time.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := &l.sched
+	s.inflight, s.cancel = false, nil
+	if s.stopped || end != nil || errors.Is(err, ErrLeaseLost) {
+		if s.pos > 0 {
+			k.delete(s.pos - 1)
+		}
+		return
+	}
+	next := k.cfg.renewEvery
+	if err != nil {
+		next = max(next/4, time.Millisecond)
+	}
+	s.renewAt = now.Add(next)
+	s.deadline = later(s.deadline, deadline)
+	s.next()
+	if s.pos > 0 {
+		k.fix(s.pos - 1)
+	} else {
+		k.push(l)
+	}
+	k.arm(s.at)
+}
+
+// fire runs when the timer does: it loses the leases whose deadline
+// passed and starts the renewals that are due.
+func (k *keeper) fire() {
+	var expired, due []*Lease
+	k.mu.Lock()
+	k.armed = time.Time{}
+	now := time.Now()
+	soon := now.Add(k.cfg.renewEvery / 16)
+	for len(k.queue) > 0 {
+		l := k.queue[0]
+		s := &l.sched
+		renew := !s.inflight && !s.renewAt.IsZero() && !s.renewAt.After(soon) && s.at.Equal(s.renewAt)
+		if !renew && s.at.After(now) {
+			break
+		}
+		k.delete(0)
+		if !renew {
+			expired = append(expired, l)
+			continue
+		}
+		// While the renewal is in flight, the deadline still stands.
+		s.inflight, s.renewAt = true, time.Time{}
+		s.next()
+		k.push(l)
+		l.keeping.Add(1)
+		due = append(due, l)
+	}
+	if len(k.queue) > 0 {
+		k.arm(k.queue[0].sched.at)
+	}
+	k.mu.Unlock()
+	for _, l := range expired {
+		if !l.expire(now) {
+			k.requeue(l)
+		}
+	}
+	for _, l := range due {
+		go l.keep()
+	}
+}
+
+// requeue schedules a lease again whose deadline a renewal moved while
+// the keeper was about to expire it.
+func (k *keeper) requeue(l *Lease) {
+	deadline := l.Deadline()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := &l.sched
+	if s.pos > 0 || s.stopped {
+		return
+	}
+	s.deadline = later(s.deadline, deadline)
+	s.next()
+	k.push(l)
+	k.arm(s.at)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// arm makes the timer fire by t.
+func (k *keeper) arm(t time.Time) {
+	if !k.armed.IsZero() && !t.Before(k.armed) {
+		return
+	}
+	k.armed = t
+	d := time.Until(t)
+	if k.timer == nil {
+		k.timer = time.AfterFunc(d, k.fire)
+		return
+	}
+	k.timer.Reset(d)
+}
+
+// The heap: queue[0] has the earliest schedule.at; each lease knows its
+// position, so that any entry can be moved or removed.
+
+func (k *keeper) push(l *Lease) {
+	k.queue = append(k.queue, l)
+	l.sched.pos = len(k.queue)
+	k.up(len(k.queue) - 1)
+}
+
+func (k *keeper) delete(i int) {
+	last := len(k.queue) - 1
+	k.queue[i].sched.pos = 0
+	if i != last {
+		k.queue[i] = k.queue[last]
+		k.queue[i].sched.pos = i + 1
+	}
+	k.queue[last] = nil
+	k.queue = k.queue[:last]
+	if i != last {
+		k.fix(i)
+	}
+}
+
+func (k *keeper) fix(i int) {
+	if !k.up(i) {
+		k.down(i)
+	}
+}
+
+func (k *keeper) less(i, j int) bool { return k.queue[i].sched.at.Before(k.queue[j].sched.at) }
+
+func (k *keeper) swap(i, j int) {
+	k.queue[i], k.queue[j] = k.queue[j], k.queue[i]
+	k.queue[i].sched.pos = i + 1
+	k.queue[j].sched.pos = j + 1
+}
+
+// up moves entry i towards the root and reports whether it moved.
+func (k *keeper) up(i int) bool {
+	moved := false
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !k.less(i, parent) {
+			break
+		}
+		k.swap(i, parent)
+		i, moved = parent, true
+	}
+	return moved
+}
+
+func (k *keeper) down(i int) {
+	for {
+		least := i
+		for _, c := range [...]int{2*i + 1, 2*i + 2} {
+			if c < len(k.queue) && k.less(c, least) {
+				least = c
+			}
+		}
+		if least == i {
+			return
+		}
+		k.swap(i, least)
+		i = least
+	}
+}

@@ -1,0 +1,67 @@
+package fencelock
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+)
+
+// A lockRef is what the commands of one acquisition attempt, and of the
+// lease it becomes, send: the lock's keys and channel, and the attempt's
+// owner value. Every command of a lease sends them, so they are made
+// once, in one allocation (substrings of one string), and the commands
+// pass pointers to them instead of boxing each string anew. Only the lock
+// key, the first key, is boxed as a string: go-redis routes by it on a
+// Cluster, and hooks that inspect commands see it as such.
+type lockRef struct {
+	name    string
+	owner   string // secret: allows renew and release
+	lock    string // prefix{name}
+	token   string // prefix{name}:token, the token counter
+	waiters string // prefix{name}:waiters, the waiter mark (wake.go)
+	channel string // prefix{name}:released, published on release
+	lockArg any    // lock, boxed once
+
+	// wait is set for the attempts of Acquire: one that finds the lock
+	// held marks it as waited for, so that its release publishes.
+	wait bool
+}
+
+// ownerLen is the length of an owner value made by setRef: 16 random
+// bytes in unpadded base64.
+const ownerLen = 22
+
+// setRef fills r for the lock named name and owner; an empty owner gets a
+// new unguessable one, 16 bytes from crypto/rand. Only its holder knows
+// it: renew and release need it.
+func (c *config) setRef(r *lockRef, name, owner string) {
+	var enc [ownerLen]byte
+	if owner == "" {
+		var raw [16]byte
+		rand.Read(raw[:]) // never fails (crypto/rand, Go 1.24+)
+		base64.RawURLEncoding.Encode(enc[:], raw[:])
+	}
+	const token, waiters, released = "}:token", "}:waiters", "}:released"
+	base := len(c.prefix) + 1 + len(name)
+	var b strings.Builder
+	b.Grow(ownerLen + len(owner) + 3*base + len(token) + len(waiters) + len(released))
+	if owner == "" {
+		b.Write(enc[:])
+	} else {
+		b.WriteString(owner)
+	}
+	for _, suffix := range [...]string{token, waiters, released} {
+		b.WriteString(c.prefix)
+		b.WriteByte('{')
+		b.WriteString(name)
+		b.WriteString(suffix)
+	}
+	s := b.String()
+	i := len(s) - 3*base - len(token) - len(waiters) - len(released)
+	r.name, r.owner = name, s[:i]
+	r.token, i = s[i:i+base+len(token)], i+base+len(token)
+	r.lock = r.token[:base+1]
+	r.waiters, i = s[i:i+base+len(waiters)], i+base+len(waiters)
+	r.channel = s[i:]
+	r.lockArg = r.lock
+}
