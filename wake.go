@@ -30,6 +30,31 @@ import (
 // broadcasting every release to every node. One sharded subscription
 // carries one channel: go-redis resubscribes all of a subscription's
 // channels in one command, which a Cluster refuses across slots.
+//
+// # A release publishes only when someone waits
+//
+// Most releases have nobody waiting, so a release publishes only if the
+// lock is marked as waited for: a key beside it, PREFIX{name}:waiters
+// (config.waitersKey), which the release deletes together with the lock,
+// in one DEL, publishing only if it was there (release.lua). An
+// uncontended release thus runs GET and DEL, as a bare compare-and-delete
+// does. Every failed attempt of a waiting Acquire sets the mark, for
+// config.markLife (3 × RetryInterval + 1s, never shortening another
+// client's longer mark), in the script that found the lock held
+// (acquire.lua): a release after that attempt publishes, and a release
+// before it left the lock free for the next attempt. A waiter that goes
+// on waiting marks the lock again at its next attempt, which a publish or
+// its fallback timer brings well within markLife. Releases with native
+// commands (DELEX or DELIFEQ pipelined with PUBLISH) cannot test the mark
+// and always publish.
+//
+// Other code of this package that wants to be woken by a lock's releases
+// without attempting to acquire it (an election's observer) must mark the
+// lock itself, with backend.markWaiting (Client.be.markWaiting(ctx,
+// name)): after it has subscribed (join), before it reads the lock's
+// state, and again after each wake-up before reading it again. A release
+// before the mark shows in the read; one after it publishes. A mark lasts
+// markLife, so a reader that waits longer must mark again before then.
 type wakeHub struct {
 	nodes []*node
 

@@ -1,0 +1,118 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/redistest"
+)
+
+// kept returns how many leases c's keeper has scheduled.
+func (c *Client) kept() int {
+	c.keep.mu.Lock()
+	defer c.keep.mu.Unlock()
+	return len(c.keep.queue)
+}
+
+// One keeper renews many leases of a Client, each on its own schedule,
+// past several TTLs; Release takes a lease out of its schedule, and a
+// lease lost at its deadline leaves it too.
+func TestKeeper_manyLeases(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	const (
+		ttl    = 500 * time.Millisecond
+		leases = 50
+		hold   = 3 * ttl
+	)
+	c := New(rdb, &Options{TTL: ttl, RenewInterval: ttl / 5})
+	var held []*Lease
+	for i := range leases {
+		l, err := c.TryAcquire(ctx, "many-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("TryAcquire %d error = %v", i, err)
+		}
+		held = append(held, l)
+		if i%10 == 0 { // acquired at different times: schedules interleave
+			time.Sleep(ttl / 20)
+		}
+	}
+	if n := c.kept(); n != leases {
+		t.Fatalf("keeper schedules %d leases, want %d", n, leases)
+	}
+	// The premise of the test is the time that passes.
+	deadline := time.After(hold)
+	for waiting := true; waiting; {
+		select {
+		case <-deadline:
+			waiting = false
+		case <-time.After(ttl / 10):
+			for _, l := range held {
+				if err := l.ended(); err != nil {
+					t.Fatalf("lease %s ended while renewed: %v", l.Name(), err)
+				}
+			}
+		}
+	}
+	for i, l := range held {
+		if pttl := rdb.PTTL(ctx, l.ref.lock).Val(); pttl <= 0 {
+			t.Errorf("lease %d: PTTL %v after %v, want > 0 (renewed)", i, pttl, hold)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("Release %d error = %v", i, err)
+		}
+	}
+	if n := c.kept(); n != 0 {
+		t.Errorf("keeper schedules %d leases after every Release, want 0", n)
+	}
+
+	short := New(rdb, &Options{TTL: 50 * time.Millisecond, RenewInterval: -1})
+	l, err := short.TryAcquire(ctx, "expiring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, 5*time.Second, "the lease to be lost at its deadline", func() bool { return l.ended() != nil })
+	if n := short.kept(); n != 0 {
+		t.Errorf("keeper schedules %d leases after the loss, want 0", n)
+	}
+}
+
+// A lease's Context is made on first use; one asked for after the lease
+// was lost is done at once, with the loss as its cause.
+func TestLease_contextAfterLoss(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	lost := make(chan struct{}, 1)
+	c := New(rdb, &Options{TTL: 50 * time.Millisecond, RenewInterval: -1, Hooks: &Hooks{
+		LeaseLost: func(context.Context, LostInfo) { lost <- struct{}{} },
+	}})
+	l, err := c.TryAcquire(ctx, "lost-unasked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease not lost 5s after its 50ms TTL")
+	}
+	if l.ctx != nil {
+		t.Fatal("the lease's context was made before anyone asked for it")
+	}
+	lctx := l.Context()
+	select {
+	case <-lctx.Done():
+	default:
+		t.Fatal("Context() of a lost lease is not done")
+	}
+	if cause := context.Cause(lctx); !errors.Is(cause, ErrLeaseLost) {
+		t.Errorf("Cause = %v, want ErrLeaseLost", cause)
+	}
+	if err := l.Release(ctx); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Release error = %v, want ErrLeaseLost", err)
+	}
+}
