@@ -48,7 +48,10 @@ type contestant struct {
 	contendedOnly bool
 	// floor marks the baseline the other rows are divided by.
 	floor bool
-	new   func(rdbs []*redis.Client) locker
+	// baseline marks the harness's own row, a lock that does nothing:
+	// its allocations per pair are subtracted from the others'.
+	baseline bool
+	new      func(rdbs []*redis.Client) locker
 }
 
 // ttl is the lock TTL of every contestant that takes one as an argument;
@@ -58,6 +61,12 @@ const ttl = 10 * time.Second
 
 func contestants() []contestant {
 	return []contestant{
+		{
+			name:     "harness (no lock)",
+			settings: "a lock that sends nothing: what the harness itself costs per pair (pair scenarios only)",
+			nodes:    1, baseline: true,
+			new: func([]*redis.Client) locker { return nullLocker{} },
+		},
 		{
 			name:     "floor",
 			settings: "SET NX PX, then a Lua compare-and-delete (EVALSHA); waits by polling every 1ms",
@@ -138,6 +147,14 @@ func contestants() []contestant {
 		},
 	}
 }
+
+// nullLocker is the harness's baseline: it acquires and releases
+// nothing.
+type nullLocker struct{}
+
+func (nullLocker) acquire(context.Context, string) (held, error) { return nullLocker{}, nil }
+func (nullLocker) release(context.Context) error                  { return nil }
+func (nullLocker) renew(context.Context) error                    { return nil }
 
 // floorLocker is the bare minimum: what any owner-checked Redis lock must
 // send. With token, the acquisition also issues a counter-based token in

@@ -23,6 +23,11 @@ type report struct {
 	contended   []contRow
 	roundTrips  []rtRow
 	quorumNote  string
+
+	calls   []callCost   // 5
+	scaling []scalingRow // 7
+	waiters []waitersRow // 8
+	held    []heldRow    // 9
 }
 
 // pairRow is the medians over repetitions of one contestant's runs.
@@ -35,6 +40,11 @@ type pairRow struct {
 	firstErr               error
 	perRep                 []float64
 	hasFloor, hasFloorTokn bool
+	// cost per pair: both sides' CPU (µs) and the allocations, less the
+	// harness's own (the baseline row's); xServer and xClient are the
+	// CPU over floor+token's, medians of per-repetition ratios.
+	cost             perOp
+	xServer, xClient float64
 }
 
 type contRow struct {
@@ -62,7 +72,7 @@ type rtRow struct {
 func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	var cs []contestant
 	for _, c := range append(contestants(), quorumContestants()...) {
-		if c.floor || cfg.only == nil || cfg.only.MatchString(c.name) {
+		if c.floor || c.baseline || cfg.only == nil || cfg.only.MatchString(c.name) {
 			cs = append(cs, c)
 		}
 	}
@@ -91,10 +101,16 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	r.env = environment(ctx, rdbs[0])
 	h := &harness{cfg: cfg, rdbs: rdbs, addrs: addrs, log: log}
 
-	var plain []contestant // rows for the uncontended scenarios
+	var plain, locks, rt []contestant // rows for the pair, contended and round-trip scenarios
 	for _, c := range cs {
 		if !c.contendedOnly {
 			plain = append(plain, c)
+		}
+		if !c.baseline {
+			locks = append(locks, c)
+			if !c.contendedOnly {
+				rt = append(rt, c)
+			}
 		}
 	}
 	if cfg.scenarios["1"] {
@@ -104,10 +120,22 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		r.parallel = h.pairScenario(ctx, "parallel", plain, cfg.goroutines)
 	}
 	if cfg.scenarios["3"] {
-		r.contended = h.contendedScenario(ctx, cs)
+		r.contended = h.contendedScenario(ctx, locks)
+	}
+	if cfg.scenarios["5"] {
+		r.calls = h.callsScenario(ctx)
+	}
+	if cfg.scenarios["7"] {
+		r.scaling = h.scalingScenario(ctx, plain)
+	}
+	if cfg.scenarios["8"] {
+		r.waiters = h.waitersScenario(ctx, locks)
+	}
+	if cfg.scenarios["9"] {
+		r.held = h.heldScenario(ctx)
 	}
 	if cfg.scenarios["4"] || cfg.scenarios["6"] {
-		for _, c := range plain {
+		for _, c := range rt {
 			if err := h.flush(ctx); err != nil {
 				return nil, err
 			}
@@ -168,26 +196,45 @@ func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contes
 				progress(h.log, "flush: %v", err)
 			}
 			p := h.prefix()
-			runPairs(ctx, lockers[i], p+":warm", 1, time.Second, h.cfg.warmPairs)
-			res := runPairs(ctx, lockers[i], p, goroutines, h.cfg.dur, h.cfg.maxOps)
-			progress(h.log, "%-11s rep %d %-22s %8.0f pairs/s errors %d", scenario, rep, cs[i].name, res.perSec(), res.errs)
+			runPairs(ctx, lockers[i], nil, p+":warm", 1, time.Second, h.cfg.warmPairs)
+			res := runPairs(ctx, lockers[i], h.rdbs[:cs[i].nodes], p, goroutines, h.cfg.dur, h.cfg.maxOps)
+			c := res.use.per(res.pairs)
+			progress(h.log, "%-11s rep %d %-22s %8.0f pairs/s  server %5.1fµs client %5.1fµs allocs %5.1f per pair  errors %d",
+				scenario, rep, cs[i].name, res.perSec(), c.server, c.client, c.allocs, res.errs)
 			runs[i] = append(runs[i], res)
 		}
 	}
-	floor, floorToken := -1, -1
+	floor, floorToken, harness := -1, -1, -1
 	for i, c := range cs {
 		switch {
 		case c.floor:
 			floor = i
 		case c.name == "floor+token":
 			floorToken = i
+		case c.baseline:
+			harness = i
 		}
 	}
 	rows := make([]pairRow, len(cs))
 	for i, c := range cs {
 		row := pairRow{c: c}
-		var rates, p50s, p99s, xf, xft []float64
+		var rates, p50s, p99s, xf, xft, srv, cli, allocs, xsrv, xcli []float64
 		for rep, res := range runs[i] {
+			u := res.use.per(res.pairs)
+			srv, cli = append(srv, u.server), append(cli, u.client)
+			a := u.allocs
+			if harness >= 0 && harness != i && rep < len(runs[harness]) {
+				h := runs[harness][rep]
+				a -= h.use.per(h.pairs).allocs // the harness's own, per pair
+			}
+			allocs = append(allocs, a)
+			if floorToken >= 0 && rep < len(runs[floorToken]) {
+				ft := runs[floorToken][rep]
+				f := ft.use.per(ft.pairs)
+				if f.server > 0 && f.client > 0 {
+					xsrv, xcli = append(xsrv, u.server/f.server), append(xcli, u.client/f.client)
+				}
+			}
 			rates = append(rates, res.perSec())
 			p50s = append(p50s, float64(res.lat.percentile(50)))
 			p99s = append(p99s, float64(res.lat.percentile(99)))
@@ -202,6 +249,8 @@ func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contes
 				xft = append(xft, res.perSec()/runs[floorToken][rep].perSec())
 			}
 		}
+		row.cost = perOp{server: median(srv), client: median(cli), allocs: median(allocs)}
+		row.xServer, row.xClient = median(xsrv), median(xcli)
 		row.perRep = rates
 		row.perSec = median(rates)
 		row.p50, row.p99 = time.Duration(median(p50s)), time.Duration(median(p99s))
@@ -228,7 +277,7 @@ func (h *harness) contendedScenario(ctx context.Context, cs []contestant) []cont
 				progress(h.log, "flush: %v", err)
 			}
 			p := h.prefix()
-			runPairs(ctx, lockers[i], p+":warm", 1, time.Second, h.cfg.warmPairs)
+			runPairs(ctx, lockers[i], nil, p+":warm", 1, time.Second, h.cfg.warmPairs)
 			res := runContended(ctx, lockers[i], h.rdbs[0], p+":hot", h.cfg.goroutines, h.cfg.contDur, h.cfg.hold, h.cfg.think)
 			progress(h.log, "contended   rep %d %-22s %6.0f acq/s %6.0f handoffs/s jain %.3f errors %d %v",
 				rep, cs[i].name, float64(res.acq)/res.elapsed.Seconds(), float64(res.handoffs)/res.elapsed.Seconds(),

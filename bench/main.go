@@ -27,7 +27,10 @@ func main() {
 	flag.DurationVar(&cfg.hold, "hold", cfg.hold, "how long a contended holder keeps the lock")
 	flag.DurationVar(&cfg.think, "think", cfg.think, "pause after a contended release before wanting the lock again")
 	flag.IntVar(&cfg.rtOps, "rt-ops", cfg.rtOps, "operations measured per contestant in the round-trip scenario")
-	scen := flag.String("scenarios", "1,2,3,4,6", "scenarios to run: 1 uncontended, 2 parallel, 3 contended, 4 round trips, 6 quorum")
+	scen := flag.String("scenarios", "1,2,3,4,6", "scenarios to run: 1 uncontended, 2 parallel, 3 contended, 4 round trips, 5 server cost per redis.call, 6 quorum, 7 scaling with goroutines, 8 handoff with waiters, 9 held leases")
+	all := flag.Bool("all", false, "run every scenario (1-9) and write the plots (-plots)")
+	flag.StringVar(&cfg.plots, "plots", cfg.plots, "directory for the PNG plots of scenarios 7, 8 and 9; empty for none")
+	flag.DurationVar(&cfg.heldWindow, "held-window", cfg.heldWindow, "how long scenario 9 measures the keeping of held leases")
 	only := flag.String("only", "", "regexp: run only the contestants whose name matches (the floor always runs)")
 	flag.Parse()
 	if *quick {
@@ -36,6 +39,9 @@ func main() {
 		cfg.quick(set)
 	}
 	cfg.scenarios = map[string]bool{}
+	if *all {
+		*scen = "1,2,3,4,5,6,7,8,9"
+	}
 	for s := range strings.SplitSeq(*scen, ",") {
 		cfg.scenarios[strings.TrimSpace(s)] = true
 	}
@@ -55,6 +61,12 @@ func main() {
 		os.Exit(1)
 	}
 	rep.markdown(os.Stdout)
+	if cfg.plots != "" {
+		if err := rep.plot(cfg.plots); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: plots:", err)
+			os.Exit(1)
+		}
+	}
 }
 
 type config struct {
@@ -67,6 +79,12 @@ type config struct {
 	scenarios    map[string]bool
 	only         *regexp.Regexp
 	warmPairs    int
+
+	scaleGoroutines []int         // scenario 7
+	waiters         []int         // scenario 8
+	held            []int         // scenario 9
+	heldWindow      time.Duration // scenario 9
+	plots           string        // directory for PNGs
 }
 
 func defaultConfig() config {
@@ -81,6 +99,14 @@ func defaultConfig() config {
 		maxOps:     1 << 20,
 		warmPairs:  20,
 		scenarios:  map[string]bool{"1": true, "2": true, "3": true, "4": true, "6": true},
+
+		scaleGoroutines: []int{1, 4, 16, 64, 256},
+		waiters:         []int{1, 10, 100, 1000},
+		held:            []int{1, 1000, 10000, 100000},
+		// Two renewal intervals of the default TTL (10s, renewed every
+		// TTL/3): every held lease is renewed in it twice.
+		heldWindow: 20 * time.Second / 3,
+		plots:      "plots",
 	}
 }
 
@@ -97,6 +123,15 @@ func (c *config) quick(set map[string]bool) {
 	}
 	if !set["rt-ops"] {
 		c.rtOps = 20
+	}
+	c.scaleGoroutines = []int{1, 16, 256}
+	c.waiters = []int{1, 100}
+	c.held = []int{1, 1000}
+	if !set["held-window"] {
+		c.heldWindow = 4 * time.Second
+	}
+	if !set["plots"] {
+		c.plots = ""
 	}
 }
 

@@ -28,6 +28,22 @@ func (r *report) markdown(w io.Writer) {
 		fmt.Fprintf(w, "### 4. Round trips and commands per operation (%d operations each)\n\n", c.rtOps)
 		rtTable(w, r.roundTrips, func(contestant) bool { return true })
 	}
+	if len(r.calls) > 0 {
+		fmt.Fprintf(w, "### 5. Server cost of one redis.call, timed inside a script (no network)\n\n")
+		callTable(w, r.calls)
+	}
+	if len(r.scaling) > 0 {
+		fmt.Fprintf(w, "### 7. Scaling: pairs/s on distinct names against goroutines, %v per run\n\n", c.dur)
+		scalingTable(w, r.cfg.scaleGoroutines, r.scaling)
+	}
+	if len(r.waiters) > 0 {
+		fmt.Fprintf(w, "### 8. Handoff latency against waiters on one lock, hold %v, think %v, %v per run\n\n", c.hold, c.think, c.contDur)
+		waitersTable(w, r.cfg.waiters, r.waiters)
+	}
+	if len(r.held) > 0 {
+		fmt.Fprintf(w, "### 9. Held leases: what keeping them costs (defaults: TTL 10s, renewed every TTL/3), measured over %v\n\n", c.heldWindow)
+		heldTable(w, r.held)
+	}
 	if c.scenarios["6"] {
 		fmt.Fprintf(w, "### 6. Quorum over 3 servers\n\n")
 		if r.quorumNote != "" {
@@ -60,11 +76,17 @@ func (r *report) markdown(w io.Writer) {
 }
 
 func pairTable(w io.Writer, rows []pairRow) {
-	fmt.Fprintln(w, "| contestant | pairs/s | × floor | × floor+token | pair p50 | pair p99 | errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| contestant | pairs/s | × floor | × floor+token | server CPU µs/pair | client CPU µs/pair | allocs/pair | server, client × floor+token | pair p50 | pair p99 | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s |\n", r.c.name, r.perSec,
+		if r.c.baseline {
+			fmt.Fprintf(w, "| %s | – | – | – | – | %.1f | %.1f | – | %s | %s | %s |\n", r.c.name,
+				r.cost.client, r.cost.allocs, us(r.p50), us(r.p99), errCell(r.errs, r.firstErr))
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %.1f | %.1f | %.1f | %.2f×, %.2f× | %s | %s | %s |\n", r.c.name, r.perSec,
 			ratio(r.xFloor, r.hasFloor), ratio(r.xFloorToken, r.hasFloorTokn),
+			r.cost.server, r.cost.client, r.cost.allocs, r.xServer, r.xClient,
 			us(r.p50), us(r.p99), errCell(r.errs, r.firstErr))
 	}
 	fmt.Fprintln(w)
@@ -143,4 +165,66 @@ func oneLine(err error) string {
 		s = s[:80] + "…"
 	}
 	return s
+}
+
+func callTable(w io.Writer, rows []callCost) {
+	fmt.Fprintln(w, "| redis.call | ns per call, min | median |")
+	fmt.Fprintln(w, "|---|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f |\n", r.name, r.min, r.p50)
+	}
+	fmt.Fprintln(w)
+}
+
+func scalingTable(w io.Writer, gs []int, rows []scalingRow) {
+	fmt.Fprint(w, "| contestant |")
+	for _, g := range gs {
+		fmt.Fprintf(w, " %d |", g)
+	}
+	fmt.Fprintf(w, " server, client CPU µs/pair at %d |\n|---|", gs[len(gs)-1])
+	for range gs {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w, "---:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |", r.c.name)
+		for _, x := range r.perSec {
+			fmt.Fprintf(w, " %.0f |", x)
+		}
+		for range len(gs) - len(r.perSec) {
+			fmt.Fprint(w, " – |")
+		}
+		if n := len(r.cost); n > 0 {
+			fmt.Fprintf(w, " %.1f, %.1f |\n", r.cost[n-1].server, r.cost[n-1].client)
+		} else {
+			fmt.Fprintln(w, " – |")
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func waitersTable(w io.Writer, ns []int, rows []waitersRow) {
+	fmt.Fprintln(w, "| contestant | waiters | handoffs/s | handoff p50 | handoff p99 | wait p99 | server cmds per acquisition | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		for i := range r.p50 {
+			errs := "0"
+			if i == len(r.p50)-1 && (r.errs > 0 || r.violations > 0) {
+				errs = fmt.Sprintf("%d, %d double holds (all runs)", r.errs, r.violations)
+			}
+			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %.1f | %s |\n", r.c.name, ns[i], r.handoffsPerSec[i],
+				us(r.p50[i]), us(r.p99[i]), ms(r.waitP99[i]), r.srvCmdsPerAcq[i], errs)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func heldTable(w io.Writer, rows []heldRow) {
+	fmt.Fprintln(w, "| held leases | heap bytes per lease | goroutines | renewals/s | client CPU µs/s | client CPU µs per renewal | server CPU µs/s | lost | errors |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %d | %.0f | %d | %.0f | %.0f | %.1f | %.0f | %d | %d |\n", r.n, r.heapPer, r.goroutines,
+			r.renewals, r.clientCPU, r.cpuPer, r.serverCPU, r.lost, r.errs)
+	}
+	fmt.Fprintln(w)
 }

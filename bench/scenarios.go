@@ -20,6 +20,7 @@ type pairResult struct {
 	pairs    int
 	elapsed  time.Duration
 	lat      samples // acquire+release, per pair
+	use      usage   // both sides, over the run
 	errs     int
 	firstErr error
 }
@@ -27,9 +28,11 @@ type pairResult struct {
 func (r *pairResult) perSec() float64 { return float64(r.pairs) / r.elapsed.Seconds() }
 
 // runPairs has goroutines acquire and release distinct lock names, one
-// after the other, for d or until each has done maxOps pairs.
-func runPairs(ctx context.Context, l locker, prefix string, goroutines int, d time.Duration, maxOps int) *pairResult {
+// after the other, for d or until each has done maxOps pairs. It
+// measures what both sides spend over the run on servers, if any.
+func runPairs(ctx context.Context, l locker, servers []*redis.Client, prefix string, goroutines int, d time.Duration, maxOps int) *pairResult {
 	results := make([]pairResult, goroutines)
+	before, err := measure(ctx, servers)
 	start := time.Now()
 	end := start.Add(d)
 	var wg sync.WaitGroup
@@ -57,6 +60,9 @@ func runPairs(ctx context.Context, l locker, prefix string, goroutines int, d ti
 	}
 	wg.Wait()
 	total := &pairResult{elapsed: time.Since(start)}
+	if after, err2 := measure(ctx, servers); err == nil && err2 == nil {
+		total.use = after.sub(before)
+	}
 	for i := range results {
 		total.pairs += results[i].pairs
 		total.errs += results[i].errs
