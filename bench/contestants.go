@@ -153,8 +153,8 @@ func contestants() []contestant {
 type nullLocker struct{}
 
 func (nullLocker) acquire(context.Context, string) (held, error) { return nullLocker{}, nil }
-func (nullLocker) release(context.Context) error                  { return nil }
-func (nullLocker) renew(context.Context) error                    { return nil }
+func (nullLocker) release(context.Context) error                 { return nil }
+func (nullLocker) renew(context.Context) error                   { return nil }
 
 // floorLocker is the bare minimum: what any owner-checked Redis lock must
 // send. With token, the acquisition also issues a counter-based token in
