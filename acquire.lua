@@ -5,19 +5,25 @@
 -- ARGV[1] owner value, ARGV[2] ttl in ms,
 -- ARGV[3] token key retention in ms (0 keeps it forever),
 -- ARGV[4] waiter mark lifetime in ms, 0 for none (the caller will not wait)
--- returns the token (> 0) when acquired, or when this owner already holds
---   the lock (a retried request gets the token it was issued); when another
---   owner holds it, minus its remaining TTL in ms (<= 0; 0 if it has
---   none), after marking it as waited for (ARGV[4] > 0) so that its
---   release publishes; an error reply, with nothing written, when either
---   key holds a value of the wrong type.
+-- ARGV[5] proposed token in µs, 0 for none: a quorum's (quorum.go)
+-- returns the token (> 0) when acquired; when another owner holds the
+--   lock, minus its remaining TTL in ms (<= 0; 0 if it has none), after
+--   marking it as waited for (ARGV[4] > 0) so that its release publishes;
+--   an error reply, with nothing written, when either key holds a value of
+--   the wrong type. When this owner already holds the lock (a retried
+--   request), the token it was issued, or with a proposal a token issued
+--   anew: in a quorum another client's write-back may have raised the
+--   counter since, and every token a node returns with a proposal must be
+--   one it issued to this very request.
 --
 -- token = max(stored + 1, server time in microseconds): the clock floor
 -- keeps tokens increasing after the counter is lost (restart without
--- persistence, eviction, failover to a lagging replica). Lua numbers are
--- doubles, exact to 2^53 (year 2255 in microseconds); the token is written
--- with %d, never tostring, which would print 1.7e+15. The integer reply
--- is the double truncated: exact too.
+-- persistence, eviction, failover to a lagging replica). A proposal raises
+-- the token to it, but to no more than 250 ms ahead of the server's
+-- clock, so that nodes which agree on time issue the same token. Lua
+-- numbers are doubles, exact to 2^53 (year 2255 in microseconds); the
+-- token is written with %d, never tostring, which would print 1.7e+15.
+-- The integer reply is the double truncated: exact too.
 --
 -- Scripts never roll back, so everything that can fail (a wrong-type or
 -- non-integer counter) is checked before the first write.
@@ -28,26 +34,34 @@ if stored then
     return redis.error_reply('WRONGTYPE fencelock: token key does not hold an integer')
   end
 end
+local proposal = tonumber(ARGV[5])
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Held. GET fails with WRONGTYPE if the key is not a string.
-  if redis.call('GET', KEYS[1]) == ARGV[1] and stored then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    local life = tonumber(ARGV[4])
+    -- Never shorten a mark that another client's waiter set for longer.
+    if life > 0 and redis.call('PTTL', KEYS[3]) < life then
+      redis.call('SET', KEYS[3], '1', 'PX', life)
+    end
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl < 0 then
+      return 0
+    end
+    return -pttl
+  end
+  if stored and proposal == 0 then
     return stored
   end
-  local life = tonumber(ARGV[4])
-  -- Never shorten a mark that another client's waiter set for longer.
-  if life > 0 and redis.call('PTTL', KEYS[3]) < life then
-    redis.call('SET', KEYS[3], '1', 'PX', life)
-  end
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl < 0 then
-    return 0
-  end
-  return -pttl
 end
 local t = redis.call('TIME')
-local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local token = now
 if stored and stored + 1 > token then
   token = stored + 1
+end
+local raised = math.min(proposal, now + 250000)
+if raised > token then
+  token = raised
 end
 if ARGV[3] == '0' then
   redis.call('SET', KEYS[2], string.format('%d', token))

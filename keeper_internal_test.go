@@ -25,9 +25,9 @@ func TestKeeper_manyLeases(t *testing.T) {
 	rdb := redistest.New(t).Client(t)
 	ctx := t.Context()
 	const (
-		ttl    = 500 * time.Millisecond
+		ttl    = time.Second
 		leases = 50
-		hold   = 3 * ttl
+		hold   = 5 * ttl / 2
 	)
 	c := New(rdb, &Options{TTL: ttl, RenewInterval: ttl / 5})
 	var held []*Lease

@@ -25,6 +25,9 @@ type lockRef struct {
 	// wait is set for the attempts of Acquire: one that finds the lock
 	// held marks it as waited for, so that its release publishes.
 	wait bool
+	// proposal is the token a quorum's attempt proposes to every node, 0
+	// for none (quorum.go).
+	proposal int64
 }
 
 // ownerLen is the length of an owner value made by setRef: 16 random

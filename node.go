@@ -66,7 +66,7 @@ func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, e
 	if r.wait {
 		mark = n.cfg.markArg
 	}
-	args := append(acquireRun.args("3", 7), r.lockArg, &r.token, &r.waiters, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, mark)
+	args := append(acquireRun.args("3", 8), r.lockArg, &r.token, &r.waiters, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, mark, &r.proposal)
 	if n.cfg.minReplicas > 0 {
 		return n.acquireWait(ctx, r, args)
 	}

@@ -29,15 +29,19 @@ var (
 //
 // Acquiring sends the acquire script to every node at once and needs the
 // lock on a majority; each of those nodes issues a token as a single node
-// would. The lease's token is one more than the greatest of them, and is
-// then written back to every node with a script that raises a node's
-// counter only if it is lower. The acquisition succeeds only if a majority
-// accepted: a node accepts a given token at most once, so two acquisitions
-// never both get the same token, and a later acquisition, whose majority
-// meets the earlier one's, always gets a greater one. An acquisition that
-// fails, or that took longer than the TTL less the drift allowance,
-// releases every node. Renewal needs a majority, and Release reports the
-// lease lost unless a majority deleted the lock.
+// would, raised to a token the client proposes: its clock plus 50 ms, to
+// no more than 250 ms ahead of the node's clock. The lease's token is the
+// greatest issued. The nodes that issued it have accepted it; it is
+// written back to the others with a script that raises a node's counter
+// only if it is lower. The acquisition succeeds only if a majority
+// accepted: each node's counter only grows, so a node accepts a given
+// token at most once and two acquisitions never both get the same token,
+// and a later acquisition, whose majority meets the earlier one's, always
+// gets a greater one. Nodes whose clocks agree with the client's issue the
+// proposal as it is, and the acquisition then takes one round trip, not
+// two. An acquisition that fails, or that took longer than the TTL less
+// the drift allowance, releases every node. Renewal needs a majority, and
+// Release reports the lease lost unless a majority deleted the lock.
 //
 // Tokens stay increasing only while every node keeps what it acknowledged:
 // a node that restarts without its data is safe thanks to the clock floor
@@ -117,14 +121,16 @@ type reply struct {
 // are collected in the background. each, if not nil, sees every reply
 // tallied.
 func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, n *node) reply, each func(reply)) tally {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	// Buffered for every reply: a request that ends after the decision
+	// sends without anyone receiving, and the last one to end cancels the
+	// round's context.
 	replies := make(chan reply, len(q.nodes))
+	rs := &requests{}
+	rs.left.Store(int32(len(q.nodes)))
+	var rctx context.Context
+	rctx, rs.cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	for i, n := range q.nodes {
-		go func() {
-			r := f(rctx, i, n)
-			r.node = i
-			replies <- r
-		}()
+		go rs.ask(rctx, i, n, f, replies)
 	}
 	var t tally
 	maj := q.majority()
@@ -136,7 +142,7 @@ func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx co
 			pending--
 		case <-ctx.Done():
 			t.errs = append(t.errs, context.Cause(ctx))
-			pending = -pending // stop; -pending replies are still due
+			pending = 0 // stop; the replies still due are not waited for
 			continue
 		}
 		if each != nil {
@@ -151,14 +157,23 @@ func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx co
 			t.no++
 		}
 	}
-	pending = max(pending, -pending)
-	go func() {
-		defer cancel()
-		for range pending {
-			<-replies
-		}
-	}()
 	return t
+}
+
+// requests are a round's requests in flight.
+type requests struct {
+	left   atomic.Int32
+	cancel context.CancelFunc // of their context, once all have ended
+}
+
+// ask sends one node its request in a round and the reply to replies.
+func (rs *requests) ask(ctx context.Context, i int, n *node, f func(ctx context.Context, i int, n *node) reply, replies chan<- reply) {
+	r := f(ctx, i, n)
+	r.node = i
+	replies <- r
+	if rs.left.Add(-1) == 0 {
+		rs.cancel()
+	}
 }
 
 // tally is a round's outcome.
@@ -207,6 +222,11 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 	var left atomic.Int32
 	left.Store(int32(len(q.nodes)))
 
+	// Every node is asked to issue the same token, a little ahead of the
+	// client's clock; nodes whose clocks agree with it, and whose counters
+	// are behind, do, and then need no write-back.
+	r.proposal = time.Now().Add(proposalLead).UnixMicro()
+	issued := make([]int64, len(q.nodes))
 	var top int64
 	var held time.Duration
 	t := q.round(ctx, validity, func(ctx context.Context, i int, n *node) reply {
@@ -221,6 +241,7 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 	}, func(r reply) {
 		if r.ok {
 			top = max(top, r.token)
+			issued[r.node] = r.token
 		} else if r.err == nil && (held == 0 || r.held < held) {
 			held = r.held // wait for the first holder's lock to expire
 		}
@@ -233,10 +254,21 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		return 0, held, nil
 	}
 
-	// One more than every token the majority issued: every node, the
-	// issuing ones included, accepts it only if it stores less.
-	token := top + 1
-	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, _ int, n *node) reply {
+	// The greatest token issued: the nodes that issued it have accepted
+	// it, the others must, if it is greater than they store.
+	token, accepted := top, 0
+	for _, v := range issued {
+		if v == token {
+			accepted++
+		}
+	}
+	if accepted >= q.majority() {
+		return q.inTime(ctx, r, start, token)
+	}
+	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, i int, n *node) reply {
+		if issued[i] == token {
+			return reply{ok: true}
+		}
 		args := append(writebackRun.args("1", 3), &r.token, token, q.cfg.retentionArg)
 		v, err := writebackRun.run(ctx, n.rdb, args)
 		return reply{ok: v == 1, err: err}
@@ -250,6 +282,19 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		q.releaseAll(ctx, r)
 		return 0, q.cfg.retry, nil
 	}
+	return q.inTime(ctx, r, start, token)
+}
+
+// proposalLead is how far ahead of the client's clock a quorum
+// acquisition proposes its token: more than a request takes to reach the
+// nodes, so that nodes on clocks that agree with the client's (within the
+// 250 ms the acquire script allows) issue the proposal as it is.
+const proposalLead = 50 * time.Millisecond
+
+// inTime returns token, acquired at start, unless the acquisition took
+// longer than its validity: then it releases every node.
+func (q *quorum) inTime(ctx context.Context, r *lockRef, start time.Time, token int64) (int64, time.Duration, error) {
+	validity := q.cfg.ttl - q.cfg.drift
 	if elapsed := time.Since(start); elapsed >= validity {
 		q.releaseAll(ctx, r)
 		return 0, 0, fmt.Errorf("%w: acquiring on a majority took %v, more than the validity %v (TTL less drift)",

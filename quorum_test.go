@@ -356,6 +356,15 @@ func TestQuorum_validitySpent(t *testing.T) {
 	_, nodes := quorumNodes(t, 3)
 	const ttl = 300 * time.Millisecond
 	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: ttl, RenewInterval: -1})
+	// Counters that differ on every node: no two nodes issue the same
+	// token, so the greatest must be accepted in a write-back round.
+	for _, name := range []string{"warm-up", "slow"} {
+		for i, rdb := range nodes {
+			if err := rdb.Set(t.Context(), "fencelock:{"+name+"}:token", time.Now().Add(time.Duration(i+1)*time.Hour).UnixMicro(), 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	acquireToken(t, c, "warm-up") // loads the scripts: the replies, not NOSCRIPT, are slow
 	hook := &slowWriteback{delay: ttl}
 	for _, rdb := range nodes {
@@ -374,4 +383,113 @@ func TestQuorum_validitySpent(t *testing.T) {
 func BenchmarkQuorumAcquireRelease(b *testing.B) {
 	_, nodes := quorumNodes(b, 3)
 	benchAcquireRelease(b, fencelock.NewQuorum(nodes, nil))
+}
+
+// Nodes whose clocks agree with the client's issue the token it proposes:
+// the acquisition then needs no write-back round, and every node's
+// counter holds the lease's token. A node whose counter is ahead issues a
+// greater token, which the others then accept in a write-back round.
+func TestQuorum_proposal(t *testing.T) {
+	t.Parallel()
+	_, nodes := quorumNodes(t, 3)
+	ctx := t.Context()
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{RenewInterval: -1})
+	counters := func(name string) []int64 {
+		t.Helper()
+		var vs []int64
+		for _, rdb := range nodes {
+			v, err := rdb.Get(ctx, "fencelock:{"+name+"}:token").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs = append(vs, v)
+		}
+		return vs
+	}
+	countWritebacks := &writebackCounter{}
+	for _, rdb := range nodes {
+		// Loaded, so that each write-back is one EVALSHA.
+		if err := rdb.ScriptLoad(ctx, scriptSources()["quorum_writeback.lua"]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rdb.AddHook(countWritebacks)
+	}
+	before := time.Now().UnixMicro()
+	l, err := c.TryAcquire(ctx, "proposed")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	// A node that got the request more than 50ms late issued its own
+	// clock instead (the machine may be loaded): then a write-back may have
+	// been needed. Every node issued the proposal if all counters agree.
+	redistest.WaitFor(t, 5*time.Second, "a majority of counters at the token", func() bool {
+		at := 0
+		for _, v := range counters("proposed") {
+			if v == l.Token() {
+				at++
+			}
+		}
+		return at >= 2
+	})
+	if vs := counters("proposed"); vs[0] == vs[1] && vs[1] == vs[2] {
+		if n := countWritebacks.n.Load(); n != 0 {
+			t.Errorf("write-backs sent = %d, want 0: every node issued the proposal", n)
+		}
+	} else {
+		t.Logf("counters %v: not every node issued the proposal, the fast path was not taken", vs)
+	}
+	countWritebacks.n.Store(0)
+	if lead := l.Token() - before; lead < 0 || lead > (250*time.Millisecond).Microseconds() {
+		t.Errorf("token = clock + %dµs, want at most 250ms ahead of the clock", lead)
+	}
+	l.Release(ctx)
+
+	// Two counters ahead, by an hour and by two: no two nodes issue the
+	// same token, and the greatest issued must be written back.
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	for i, v := range []int64{ahead, ahead + time.Hour.Microseconds()} {
+		if err := nodes[i+1].Set(ctx, "fencelock:{proposed}:token", v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err = c.TryAcquire(ctx, "proposed")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	defer l.Release(ctx)
+	if l.Token() <= ahead {
+		t.Errorf("token = %d, want > %d, the greatest issued by a majority", l.Token(), ahead)
+	}
+	// A majority decides; the last write-back may still be in flight.
+	redistest.WaitFor(t, 5*time.Second, "a majority of counters at the token", func() bool {
+		at := 0
+		for _, v := range counters("proposed") {
+			if v == l.Token() {
+				at++
+			}
+		}
+		return at >= 2
+	})
+	if n := countWritebacks.n.Load(); n < 1 || n > 2 {
+		t.Errorf("write-backs sent = %d, want 1 or 2: to the nodes that issued less", n)
+	}
+}
+
+// writebackCounter is a go-redis hook that counts the quorum write-back
+// scripts sent.
+type writebackCounter struct{ n atomic.Int32 }
+
+func (h *writebackCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *writebackCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if runsScript(cmd, "quorum_writeback.lua") {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *writebackCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/redistest"
@@ -25,6 +26,42 @@ func TestScripts_load(t *testing.T) {
 		}
 		if sha != s.Hash() {
 			t.Errorf("SCRIPT LOAD %s = %s, want %s", name, sha, s.Hash())
+		}
+	}
+}
+
+// A retried acquire request, whose first run took the lock, gets the
+// token it was issued; with a quorum's proposal it gets one issued anew,
+// since another client's write-back may have raised the counter since:
+// every token a quorum node returns is one it issued to that request.
+func TestAcquire_retried(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	cfg, err := (&Options{}).config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(rdb, &cfg)
+	for _, proposal := range []int64{0, 1} {
+		var r lockRef
+		cfg.setRef(&r, "retried-"+strconv.FormatInt(proposal, 10), "")
+		r.proposal = proposal
+		first, _, err := n.acquire(ctx, &r)
+		if err != nil || first <= 0 {
+			t.Fatalf("proposal %d: acquire = %d, %v; want a token", proposal, first, err)
+		}
+		again, _, err := n.acquire(ctx, &r)
+		switch {
+		case err != nil:
+			t.Fatalf("proposal %d: retried acquire error = %v", proposal, err)
+		case proposal == 0 && again != first:
+			t.Errorf("retried acquire = %d, want the token it was issued, %d", again, first)
+		case proposal != 0 && again <= first:
+			t.Errorf("retried acquire with a proposal = %d, want a token issued anew, > %d", again, first)
+		}
+		if v, err := rdb.Get(ctx, r.token).Int64(); err != nil || v != again {
+			t.Errorf("proposal %d: counter = %d, %v; want %d", proposal, v, err, again)
 		}
 	}
 }
