@@ -27,9 +27,14 @@ lint:
 		(cd $$m && go vet ./... && go run $(STATICCHECK) ./...); \
 	done
 
-# Benchmarks in short form, as CI runs them; drop -benchtime for real figures.
+# Benchmarks in short form, as CI runs them (about a minute): the root
+# package's, and the peer comparison's parallel table, server cost per
+# redis.call, handoff against waiters and held leases, each once and short.
+# Real figures: drop -benchtime, and run `cd bench && go run . -all`
+# (bench/README.md).
 bench: redis
 	go test -run '^$$' -bench . -benchmem -benchtime 100x .
+	cd bench && go run . -quick -scenarios 2,5,8,9
 
 redis:
 	@./scripts/install-redis

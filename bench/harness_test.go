@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +25,18 @@ func TestHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := append(contestants(), quorumContestants()...)
-	var plain int
+	var plain, locks int // the harness's baseline row is only in the pair tables
 	for _, c := range all {
 		if !c.contendedOnly {
 			plain++
 		}
+		if !c.baseline {
+			locks++
+		}
 	}
-	if len(r.uncontended) != plain || len(r.parallel) != plain || len(r.roundTrips) != plain || len(r.contended) != len(all) {
+	if len(r.uncontended) != plain || len(r.parallel) != plain || len(r.roundTrips) != plain-1 || len(r.contended) != locks {
 		t.Fatalf("rows: %d uncontended, %d parallel, %d round-trip, %d contended; want %d, %d, %d, %d",
-			len(r.uncontended), len(r.parallel), len(r.roundTrips), len(r.contended), plain, plain, plain, len(all))
+			len(r.uncontended), len(r.parallel), len(r.roundTrips), len(r.contended), plain, plain, plain-1, locks)
 	}
 	for _, rows := range [][]pairRow{r.uncontended, r.parallel} {
 		for _, row := range rows {
@@ -82,6 +87,69 @@ func TestHarness(t *testing.T) {
 	for _, h := range []string{"### 1.", "### 2.", "### 3.", "### 4.", "### 6.", "| floor |"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("report lacks %q:\n%s", h, out.String())
+		}
+	}
+}
+
+// TestHarness_curves runs the cost-curve scenarios (5, 7, 8, 9) in a tiny
+// mode and draws their plots: structure only, never timings.
+func TestHarness_curves(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.quick(nil)
+	cfg.scenarios = map[string]bool{"5": true, "7": true, "8": true, "9": true}
+	cfg.dur = 100 * time.Millisecond
+	cfg.contDur = 200 * time.Millisecond
+	cfg.warmPairs = 3
+	cfg.scaleGoroutines = []int{1, 4}
+	cfg.waiters = []int{1, 10}
+	cfg.held = []int{1, 100}
+	cfg.heldWindow = 300 * time.Millisecond
+	r, err := run(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.calls) != len(callBodies) {
+		t.Errorf("%d redis.call costs, want %d", len(r.calls), len(callBodies))
+	}
+	if len(r.scaling) != len(scalingContestants) {
+		t.Errorf("%d scaling rows, want %d", len(r.scaling), len(scalingContestants))
+	}
+	for _, row := range r.scaling {
+		if len(row.perSec) != len(cfg.scaleGoroutines) {
+			t.Errorf("%s: %d scaling points, want %d", row.c.name, len(row.perSec), len(cfg.scaleGoroutines))
+		}
+	}
+	if len(r.waiters) != len(waitersContestants) {
+		t.Errorf("%d waiters rows, want %d", len(r.waiters), len(waitersContestants))
+	}
+	for _, row := range r.waiters {
+		if len(row.p50) != len(cfg.waiters) || row.violations != 0 || row.errs != 0 {
+			t.Errorf("%s: %d waiters points, %d double holds, %d errors; want %d, 0, 0",
+				row.c.name, len(row.p50), row.violations, row.errs, len(cfg.waiters))
+		}
+	}
+	if len(r.held) != len(cfg.held) {
+		t.Fatalf("%d held rows, want %d", len(r.held), len(cfg.held))
+	}
+	for _, row := range r.held {
+		if row.lost != 0 || row.errs != 0 {
+			t.Errorf("%d held leases: %d lost, %d errors; want none", row.n, row.lost, row.errs)
+		}
+	}
+	dir := t.TempDir()
+	if err := r.plot(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"scaling.png", "waiters.png", "held.png"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("plot %s: %v, want a PNG", f, err)
+		}
+	}
+	var out bytes.Buffer
+	r.markdown(&out)
+	for _, h := range []string{"### 5.", "### 7.", "### 8.", "### 9."} {
+		if !strings.Contains(out.String(), h) {
+			t.Errorf("report lacks %q", h)
 		}
 	}
 }
