@@ -56,6 +56,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 	c.keep.cfg = &c.cfg
 	n := newNode(rdb, &c.cfg)
 	c.be, c.hub = n, wakeHub{nodes: []*node{n}}
+	c.keep.be = n
 	return c
 }
 

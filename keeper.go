@@ -18,9 +18,12 @@ import (
 // lease must be lost before Redis could grant the lock to another holder;
 // renewals due within a sixteenth of RenewInterval are sent with it, a
 // little early, which is harmless and lets renewals of leases acquired
-// close together share the timer's wake-up.
+// close together share the timer's wake-up, and, on a single deployment,
+// one pipeline (up to maxBatch of them per round trip): a Client holding
+// many leases renews them at a fraction of a round trip each.
 type keeper struct {
 	cfg *config
+	be  backend // to renew due leases together, if it can
 
 	mu    sync.Mutex
 	queue []*Lease    // a min-heap by schedule.at
@@ -175,9 +178,29 @@ func (k *keeper) fire() {
 			k.requeue(l)
 		}
 	}
-	for _, l := range due {
-		go l.keep()
+	b, batched := k.be.(batchRenewer)
+	if !batched || len(due) == 1 {
+		for _, l := range due {
+			go l.keep()
+		}
+		return
 	}
+	for len(due) > 0 {
+		n := min(len(due), maxBatch)
+		go keepMany(b, due[:n:n])
+		due = due[n:]
+	}
+}
+
+// maxBatch bounds the renewals sent in one pipeline.
+const maxBatch = 128
+
+// A batchRenewer renews many locks in one round trip: a node does, a
+// quorum does not (each of its renewals is a round to every node).
+type batchRenewer interface {
+	// renewMany reports, for each of refs, whether its owner still held
+	// the lock and was renewed, or the error.
+	renewMany(ctx context.Context, refs []*lockRef) ([]bool, []error)
 }
 
 // requeue schedules a lease again whose deadline a renewal moved while

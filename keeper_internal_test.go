@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // kept returns how many leases c's keeper has scheduled.
@@ -29,6 +31,8 @@ func TestKeeper_manyLeases(t *testing.T) {
 		leases = 50
 		hold   = 5 * ttl / 2
 	)
+	batches := &pipelines{}
+	rdb.AddHook(batches)
 	c := New(rdb, &Options{TTL: ttl, RenewInterval: ttl / 5})
 	var held []*Lease
 	for i := range leases {
@@ -68,6 +72,10 @@ func TestKeeper_manyLeases(t *testing.T) {
 	}
 	if n := c.kept(); n != 0 {
 		t.Errorf("keeper schedules %d leases after every Release, want 0", n)
+	}
+	// Leases acquired together are renewed together, in one round trip.
+	if n := batches.n.Load(); n == 0 {
+		t.Errorf("no renewals sent in a pipeline of several, want the keeper to batch them")
 	}
 
 	short := New(rdb, &Options{TTL: 50 * time.Millisecond, RenewInterval: -1})
@@ -114,5 +122,20 @@ func TestLease_contextAfterLoss(t *testing.T) {
 	}
 	if err := l.Release(ctx); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Release error = %v, want ErrLeaseLost", err)
+	}
+}
+
+// pipelines is a go-redis hook that counts the pipelines of more than one
+// command.
+type pipelines struct{ n atomic.Int32 }
+
+func (h *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 2 { // a native renewal alone is SET and PEXPIRE
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
 	}
 }

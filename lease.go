@@ -157,10 +157,16 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return l.renew(ctx)
 }
 
-func (l *Lease) renew(ctx context.Context) (err error) {
+func (l *Lease) renew(ctx context.Context) error {
 	start := time.Now()
-	defer func() { l.observeRenew(ctx, start, err) }()
 	held, err := l.c.be.renew(ctx, &l.ref)
+	return l.renewed(ctx, start, held, err)
+}
+
+// renewed takes in the outcome of a renewal sent at start: whether the
+// lock was still held, or the error. ctx is for the hooks.
+func (l *Lease) renewed(ctx context.Context, start time.Time, held bool, err error) (result error) {
+	defer func() { l.observeRenew(ctx, start, result) }()
 	if err != nil {
 		return fmt.Errorf("renew %q: %w", l.ref.name, err)
 	}
@@ -205,6 +211,39 @@ func (l *Lease) keep() {
 		err = l.renew(ctx)
 	}
 	l.c.keep.renewed(l, err)
+}
+
+// keepMany renews leases of one Client in the background together, in
+// one round trip per batch (batchRenewer); the keeper has counted each in
+// its l.keeping. Release cannot cancel a batch; it waits for it.
+func keepMany(b batchRenewer, leases []*Lease) {
+	var refs []*lockRef
+	var kept []*Lease
+	deadline := time.Time{}
+	for _, l := range leases {
+		if !l.c.keep.renewing(l, nil) {
+			l.c.keep.renewed(l, nil)
+			l.keeping.Done()
+			continue
+		}
+		d := l.Deadline()
+		if deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+		refs, kept = append(refs, &l.ref), append(kept, l)
+	}
+	if len(kept) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	held, errs := b.renewMany(ctx, refs)
+	for i, l := range kept {
+		err := l.renewed(l.values(), start, held[i], errs[i])
+		l.c.keep.renewed(l, err)
+		l.keeping.Done()
+	}
 }
 
 // stopKeeper ends the background renewal and the deadline's watch, and

@@ -187,6 +187,57 @@ func (n *node) renew(ctx context.Context, r *lockRef) (bool, error) {
 	return v == 1, n.follow(ctx, err)
 }
 
+// renewMany renews many locks in one pipeline, each as renew would: the
+// Lua script, or SET IFEQ and PEXPIRE where the lock's master has them. A
+// lock whose command the server did not run as such (NOSCRIPT, a native
+// command refused) is renewed again alone, by renew.
+func (n *node) renewMany(ctx context.Context, refs []*lockRef) ([]bool, []error) {
+	held, errs := make([]bool, len(refs)), make([]error, len(refs))
+	type sent struct{ script, set, keep redis.Cmder }
+	cmds := make([]sent, len(refs))
+	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range refs {
+			if n.natives(ctx, r.lock).setIFEQ() {
+				cmds[i].set = p.Do(ctx, "SET", r.lockArg, &r.owner, "IFEQ", &r.owner, "PX", n.cfg.ttlArg)
+				if n.cfg.retention > 0 {
+					cmds[i].keep = p.PExpire(ctx, r.token, n.cfg.retention)
+				}
+				continue
+			}
+			args := append(renewRun.args("2", 5), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg)
+			cmd := redis.NewIntCmd(ctx, args...)
+			p.Process(ctx, cmd)
+			cmds[i].script = cmd
+		}
+		return nil
+	})
+	if err != nil {
+		n.follow(ctx, err)
+	}
+	for i, r := range refs {
+		c := cmds[i]
+		switch {
+		case c.script != nil && noScript(c.script.Err()),
+			c.set != nil && unsupported(c.set.Err()):
+			held[i], errs[i] = n.renew(ctx, r)
+		case c.script != nil:
+			v, err := c.script.(*redis.IntCmd).Result()
+			held[i], errs[i] = v == 1, err
+		default:
+			switch err := c.set.Err(); {
+			case errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
+			case err != nil:
+				errs[i] = err
+			case c.keep != nil && c.keep.Err() != nil:
+				errs[i] = c.keep.Err()
+			default:
+				held[i] = true
+			}
+		}
+	}
+	return held, errs
+}
+
 // renewNative renews with SET IFEQ, always with PX (a SET without it
 // would drop the TTL and make the lock permanent), pipelined with the
 // PEXPIRE that refreshes the counter's retention: one round trip. The

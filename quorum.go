@@ -69,6 +69,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 	}
 	c.err = err
 	c.be = q
+	c.keep.be = q
 	c.hub = wakeHub{nodes: q.nodes}
 	return c
 }
