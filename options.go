@@ -96,14 +96,13 @@ type config struct {
 	ttlArg, retentionArg, markArg any
 }
 
-// Keys: the lock and its token counter share a hash tag, so one script can
-// touch both on Cluster.
-func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "}" }
-func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
-func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
-func (c *config) waitersKey(name string) string {
-	return c.prefix + "{" + name + "}:waiters"
-}
+// Keys and channel: the lock (prefix{name}), its token counter
+// (prefix{name}:token), its waiter mark and its release channel share a
+// hash tag, so one script can touch them all on Cluster. The commands of
+// an attempt and its lease take them from a lockRef (lockref.go), made in
+// one allocation; these are for the rest.
+func (c *config) channel(name string) string    { return c.prefix + "{" + name + "}:released" }
+func (c *config) waitersKey(name string) string { return c.prefix + "{" + name + "}:waiters" }
 
 func (o *Options) config() (config, error) {
 	var opts Options
