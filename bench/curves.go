@@ -156,6 +156,10 @@ func (h *harness) waitersScenario(ctx context.Context, cs []contestant) []waiter
 	return rows
 }
 
+// minHeldForHeap is the fewest held leases whose heap per lease stands
+// out of the heap's own noise (a collection, go-redis's buffers).
+const minHeldForHeap = 1000
+
 // heldRow is what keeping n leases costs, measured over a window after
 // acquiring them.
 type heldRow struct {
@@ -298,6 +302,16 @@ var callBodies = []struct{ name, body string }{
 	{"DEL (2 missing keys)", `redis.call('DEL', 'nokey', 'nokey2')`},
 	{"PUBLISH (no subscriber)", `redis.call('PUBLISH', 'chan', '')`},
 	{"key name concatenation (Lua only)", `local k = 'l' .. i`},
+	// Whole success paths, new keys each time, to compare the scripts'
+	// own work without the request around them.
+	{"floor+token acquire: SET NX PX, INCR", `if redis.call('SET', 'l' .. i, 'owner-0123456789abcdef', 'NX', 'PX', 10000) then redis.call('INCR', 't' .. i) end`},
+	{"fencelock acquire: GET, SET NX PX, TIME, SET PX", `local s = redis.call('GET', 't' .. i)
+if redis.call('SET', 'l' .. i, 'owner-0123456789abcdef', 'NX', 'PX', 10000) then
+  local t = redis.call('TIME') local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', 't' .. i, string.format('%d', now), 'PX', 86400000)
+end`},
+	{"floor release: GET, DEL (after a SET)", `redis.call('SET', 'r' .. i, 'o') if redis.call('GET', 'r' .. i) == 'o' then redis.call('DEL', 'r' .. i) end`},
+	{"fencelock release: pcall GET, DEL 2 keys (after a SET)", `redis.call('SET', 'r' .. i, 'o') if redis.pcall('GET', 'r' .. i) == 'o' then redis.call('DEL', 'r' .. i, 'w' .. i) end`},
 }
 
 // callsScenario times each of callBodies inside one script, iterations

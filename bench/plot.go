@@ -119,6 +119,7 @@ func (r *report) plotScaling(file string) error {
 		}
 	}
 	p.Y.Min = 0
+	p.Legend.Top, p.Legend.Left = false, false // the lines run above, the axis starts at 0
 	return p.Save(16*vg.Centimeter, 10*vg.Centimeter, file)
 }
 
@@ -152,20 +153,25 @@ func (r *report) plotWaiters(file string) error {
 
 func (r *report) plotHeld(file string) error {
 	var xs, heap, renewals, cpu []float64
+	var heapXs []float64
 	for _, row := range r.held {
 		xs = append(xs, float64(row.n))
-		heap = append(heap, row.heapPer)
+		if row.n >= minHeldForHeap {
+			heapXs, heap = append(heapXs, float64(row.n)), append(heap, row.heapPer)
+		}
 		renewals = append(renewals, row.renewals)
 		cpu = append(cpu, row.clientCPU)
 	}
 	red := series["fencelock"].c
 	left := newPlot("Heap per held lease", "held leases", "bytes per lease")
-	logAxis(&left.X, xs)
-	if err := line(left, "heap bytes per lease", xs, heap, vg.Points(2), nil, red); err != nil {
+	logAxis(&left.X, heapXs)
+	if err := line(left, "heap bytes per lease", heapXs, heap, vg.Points(2), nil, red); err != nil {
 		return err
 	}
 	left.Y.Min = 0
+	left.Legend.Top, left.Legend.Left = false, false
 	right := newPlot("Keeping them: per second", "held leases", "per second")
+	right.Legend.Top, right.Legend.Left = false, false
 	logAxis(&right.X, xs)
 	logAxis(&right.Y, []float64{0.1, 1, 10, 100, 1000, 10000, 100000, 1000000})
 	if err := line(right, "renewals/s", xs, renewals, vg.Points(2), nil, series["redsync"].c); err != nil {

@@ -41,7 +41,7 @@ func (r *report) markdown(w io.Writer) {
 		waitersTable(w, r.cfg.waiters, r.waiters)
 	}
 	if len(r.held) > 0 {
-		fmt.Fprintf(w, "### 9. Held leases: what keeping them costs (defaults: TTL 10s, renewed every TTL/3), measured over %v\n\n", c.heldWindow)
+		fmt.Fprintf(w, "### 9. Held leases: what keeping them costs (defaults: TTL 10s, renewed every TTL/3), measured over %v\n\n", c.heldWindow.Round(time.Millisecond))
 		heldTable(w, r.held)
 	}
 	if c.scenarios["6"] {
@@ -223,8 +223,15 @@ func heldTable(w io.Writer, rows []heldRow) {
 	fmt.Fprintln(w, "| held leases | heap bytes per lease | goroutines | renewals/s | client CPU µs/s | client CPU µs per renewal | server CPU µs/s | lost | errors |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %d | %.0f | %d | %.0f | %.0f | %.1f | %.0f | %d | %d |\n", r.n, r.heapPer, r.goroutines,
-			r.renewals, r.clientCPU, r.cpuPer, r.serverCPU, r.lost, r.errs)
+		heap, per := "–", "–" // too few leases, or renewals, to tell from the noise
+		if r.n >= minHeldForHeap {
+			heap = fmt.Sprintf("%.0f", r.heapPer)
+		}
+		if r.renewals >= 10 {
+			per = fmt.Sprintf("%.1f", r.cpuPer)
+		}
+		fmt.Fprintf(w, "| %d | %s | %d | %.0f | %.0f | %s | %.0f | %d | %d |\n", r.n, heap, r.goroutines,
+			r.renewals, r.clientCPU, per, r.serverCPU, r.lost, r.errs)
 	}
 	fmt.Fprintln(w)
 }
