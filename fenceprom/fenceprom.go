@@ -283,7 +283,7 @@ func (c *Collector) ended(name, id string, held float64) {
 	c.heldFor.WithLabelValues(c.labels(name)...).Observe(held)
 }
 
-func (c *Collector) access(i fence.AccessInfo) {
+func (c *Collector) access(_ context.Context, i fence.AccessInfo) {
 	result := resultError
 	switch {
 	case i.Err == nil:

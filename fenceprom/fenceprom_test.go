@@ -259,7 +259,7 @@ func TestCollector_lint(t *testing.T) {
 	h.RenewDone(ctx, fencelock.RenewInfo{Name: "a"})
 	h.LeaseLost(ctx, fencelock.LostInfo{Name: "a", LeaseID: "x"})
 	h.ReleaseDone(ctx, fencelock.ReleaseInfo{Name: "a"})
-	fh.Accepted(fence.AccessInfo{Op: "put", Resource: "r", Fence: fence.Fence{Lock: "a", Token: 1, Lease: "x"}})
+	fh.Accepted(ctx, fence.AccessInfo{Op: "put", Resource: "r", Fence: fence.Fence{Lock: "a", Token: 1, Lease: "x"}})
 	problems, err := testutil.CollectAndLint(m)
 	if err != nil {
 		t.Fatalf("CollectAndLint() error = %v", err)
