@@ -167,3 +167,7 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+func FuzzTokenOrder(f *testing.F) {
+	fencetest.FuzzTokenOrder(f, redisfence.New(redistest.New(f).Client(f), nil))
+}

@@ -122,3 +122,12 @@ func placeholder(d sqlfence.Dialect) string {
 	}
 	return "?"
 }
+
+func FuzzTokenOrder(f *testing.F) {
+	var stores []fence.Store
+	for _, d := range databases {
+		s, _ := newStore(f, d.open(f), d.dialect)
+		stores = append(stores, s)
+	}
+	fencetest.FuzzTokenOrder(f, stores...)
+}
