@@ -30,6 +30,7 @@ import (
 	"net/http"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/internal/keyed"
 )
 
 // Header is the HTTP header that carries a fence.
@@ -61,7 +62,7 @@ type Middleware struct {
 	// has no fence header. Default: false, such requests get 428.
 	Optional bool
 
-	locks keyedMutex
+	locks keyed.Mutex
 }
 
 // Handler returns next behind the fence check. For an admitted request,
@@ -94,7 +95,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 
-		unlock, err := m.locks.lock(r.Context(), resource)
+		unlock, err := m.locks.Lock(r.Context(), resource)
 		if err != nil {
 			writeProblem(w, unavailable)
 			return
