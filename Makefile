@@ -5,7 +5,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test lint bench redis databases
+.PHONY: demo test lint bench redis servers databases
 
 # The first command a newcomer runs: a paused lock holder's stale write,
 # accepted without fencing and rejected with it, on a redis-server that
@@ -13,12 +13,12 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 demo: redis
 	go run ./cmd/fencelock demo
 
-# The test command the README gives and .ci/run calls.
+# The test command the README gives and .ci/run calls: go test -race in
+# every module, the server-facing packages once per server (Redis 7.0 from
+# Debian, Redis 8.x and Valkey 9 built by scripts/install-servers, or those
+# FENCELOCK_SERVERS names), then one summary table; see scripts/test-matrix.
 test: redis databases
-	@set -e; for m in $(MODULES); do \
-		echo "== go test -race $$m"; \
-		(cd $$m && go test -race -count=1 ./...); \
-	done
+	@./scripts/test-matrix
 
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
@@ -33,6 +33,12 @@ bench: redis
 
 redis:
 	@./scripts/install-redis
+
+# Redis 8.x and Valkey 9 built from Debian's source packages, cached in
+# $$HOME/.cache/fencelock; make test runs this itself unless
+# FENCELOCK_SERVERS is set.
+servers:
+	@./scripts/install-servers
 
 # PostgreSQL and MariaDB for the SQL adapter's tests.
 databases:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9/logging"
 )
 
 // childEnv selects what the test binary does when run re-executes it as
@@ -24,6 +25,7 @@ const childEnv = "FENCELOCK_TEST_CHILD"
 const mainEnv = "FENCELOCK_TEST_MAIN"
 
 func TestMain(m *testing.M) {
+	logging.Disable() // go-redis dial and pool logs would bury the failures
 	if os.Getenv(mainEnv) != "" {
 		os.Unsetenv(mainEnv) // COMMAND, started by this main, is a child
 		main()
