@@ -187,8 +187,11 @@ func Role(addr string) (string, error) {
 }
 
 // WaitReplicasInSync waits until master has n replicas online whose
-// replication offset equals its own: every write made before the call
-// has reached them.
+// replication offset equals its own, and which have loaded what they
+// received: every write made before the call has reached them and can be
+// read there. The master's view alone is not enough: a Valkey replica in
+// dual-channel sync acknowledges the stream while it still loads the
+// snapshot.
 func WaitReplicasInSync(tb testing.TB, master *Server, n int) {
 	tb.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
@@ -203,12 +206,41 @@ func WaitReplicasInSync(tb testing.TB, master *Server, n int) {
 		inSync := 0
 		for i := range 16 {
 			r := fields["slave"+strconv.Itoa(i)]
-			if strings.Contains(r, "state=online") && strings.Contains(r, "offset="+fields["master_repl_offset"]+",") {
-				inSync++
+			if !strings.Contains(r, "state=online") || !strings.Contains(r, "offset="+fields["master_repl_offset"]+",") {
+				continue
 			}
+			if loaded, detail := replicaLoaded(ctx, r); !loaded {
+				return false, detail
+			}
+			inSync++
 		}
 		return inSync >= n, info
 	})
+}
+
+// replicaLoaded reports whether the replica described by a master's
+// "slaveN:ip=…,port=…" INFO field has its link up and no sync or load in
+// progress.
+func replicaLoaded(ctx context.Context, field string) (bool, string) {
+	var ip, port string
+	for kv := range strings.SplitSeq(field, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			switch k {
+			case "ip":
+				ip = v
+			case "port":
+				port = v
+			}
+		}
+	}
+	r := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, port), MaxRetries: -1})
+	defer r.Close()
+	info, err := r.Info(ctx, "replication", "persistence").Result()
+	if err != nil {
+		return false, err.Error()
+	}
+	f := infoFields(info)
+	return f["master_link_status"] == "up" && f["master_sync_in_progress"] == "0" && f["loading"] == "0", info
 }
 
 // BlockReplication cuts s off from its replicas for certain: it forbids
