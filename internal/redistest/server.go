@@ -281,7 +281,7 @@ func (s *Server) start() error {
 	cmd.Stdout = s.log
 	cmd.Stderr = s.log
 	cmd.Dir = s.dir
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})
