@@ -318,7 +318,7 @@ func (s *Server) start() error {
 	deadline := time.Now().Add(10 * time.Second)
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := rdb.Ping(ctx).Err()
+		err := answers(ctx, rdb, cmd.Process.Pid)
 		cancel()
 		if err == nil {
 			return nil
@@ -333,6 +333,21 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server on port %d not ready: %w", s.port, err)
 		}
 	}
+}
+
+// answers returns nil if the server at rdb's address answers and is the
+// process pid. Servers started at once may be handed the same free port:
+// the one that fails to bind must not pass for ready on the other's
+// answers, but exit and try another port.
+func answers(ctx context.Context, rdb *redis.Client, pid int) error {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	if got := infoFields(info)["process_id"]; got != strconv.Itoa(pid) {
+		return fmt.Errorf("the port is answered by process %s, not %d", got, pid)
+	}
+	return nil
 }
 
 func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
