@@ -15,7 +15,8 @@
 -- with %d, never tostring, which would print 1.7e+15.
 --
 -- Scripts never roll back, so everything that can fail (a wrong-type or
--- non-integer counter) is checked before the first write.
+-- non-integer counter, a command the ACL refuses, such as TIME) is done
+-- before the first write.
 local stored = redis.call('GET', KEYS[2])
 if stored then
   stored = tonumber(stored)
@@ -23,6 +24,7 @@ if stored then
     return redis.error_reply('WRONGTYPE fencelock: token key does not hold an integer')
   end
 end
+local t = redis.call('TIME')
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Held. GET fails with WRONGTYPE if the key is not a string.
   if redis.call('GET', KEYS[1]) == ARGV[1] and stored then
@@ -30,7 +32,6 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local t = redis.call('TIME')
 local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if stored and stored + 1 > token then
   token = stored + 1

@@ -2,8 +2,10 @@ package fencelock
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -139,20 +141,41 @@ func (n *node) acquireWait(ctx context.Context, name, owner string, keys []strin
 
 // abandon releases, best effort, what an acquisition attempt may have
 // taken when the client cannot use it: its reply was lost (a timeout, a
-// reset connection, a context that ended mid-request) or is not to be
-// trusted. The release is owner-checked with the attempt's own owner
-// value, which nobody else has, so it can only delete this attempt's
-// lock; the lock's TTL bounds what a release that fails leaves behind. An
-// error reply from the server needs nothing: the script writes only after
-// every check that can fail.
+// reset connection, a context that ended mid-request), is an error, or is
+// not to be trusted. The release is owner-checked with the attempt's own
+// owner value, which nobody else has, so it can only delete this
+// attempt's lock; the lock's TTL bounds what a release that fails leaves
+// behind. Only the replies that say the script never ran need nothing:
+// any other error may come from the middle of the script, which never
+// rolls back.
 func (n *node) abandon(ctx context.Context, name, owner string, err error) {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
+	if notRun(err) || neverSent(err) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(n.cfg.ttl, abandonTimeout))
 	defer cancel()
 	n.release(rctx, name, owner)
+}
+
+// notRun reports whether err is a server reply that says the command was
+// not run at all: it went to a replica or a node that does not serve the
+// key, or the server was not ready.
+func notRun(err error) bool {
+	for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "NOSCRIPT", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// neverSent reports whether err says the request never left the client:
+// it could not connect, or the server's certificate did not verify.
+func neverSent(err error) bool {
+	var op *net.OpError
+	var cert *tls.CertificateVerificationError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &cert) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 // abandonTimeout bounds the release of an abandoned acquisition, which

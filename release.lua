@@ -7,16 +7,17 @@
 --   by another owner, or not a string (then nothing is changed: pcall turns
 --   GET's WRONGTYPE error into a table that equals no owner).
 --
--- The publish is a pcall: scripts never roll back, so a publish the server
--- refused (an ACL without the channel) must not turn a lock already
--- deleted into an error reply. Waiters then wake at their retry timers.
+-- The publish comes first: scripts never roll back, so a publish the ACL
+-- refuses must fail the release before anything is deleted, not after.
+-- Nobody can see the order: the script runs alone, and waiters act on the
+-- message once it has ended.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
   if ARGV[3] == 'SPUBLISH' then
-    redis.pcall('SPUBLISH', ARGV[2], '')
+    redis.call('SPUBLISH', ARGV[2], '')
   else
-    redis.pcall('PUBLISH', ARGV[2], '')
+    redis.call('PUBLISH', ARGV[2], '')
   end
+  redis.call('DEL', KEYS[1])
   return 1
 end
 return 0

@@ -39,11 +39,11 @@ func (o *outputs) logger() *slog.Logger {
 
 func (o *outputs) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
-		AcquireAttempt: func(i fencelock.AcquireAttemptInfo) { o.event("AcquireAttempt", i) },
-		AcquireDone:    func(i fencelock.AcquireDoneInfo) { o.event("AcquireDone", i) },
-		RenewDone:      func(i fencelock.RenewInfo) { o.event("RenewDone", i) },
-		LeaseLost:      func(i fencelock.LostInfo) { o.event("LeaseLost", i) },
-		ReleaseDone:    func(i fencelock.ReleaseInfo) { o.event("ReleaseDone", i) },
+		AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) { o.event("AcquireAttempt", i) },
+		AcquireDone:    func(_ context.Context, i fencelock.AcquireDoneInfo) { o.event("AcquireDone", i) },
+		RenewDone:      func(_ context.Context, i fencelock.RenewInfo) { o.event("RenewDone", i) },
+		LeaseLost:      func(_ context.Context, i fencelock.LostInfo) { o.event("LeaseLost", i) },
+		ReleaseDone:    func(_ context.Context, i fencelock.ReleaseInfo) { o.event("ReleaseDone", i) },
 	}
 }
 

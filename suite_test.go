@@ -27,7 +27,7 @@ func lifeCycle(t *testing.T, dial func() redis.UniversalClient, base fencelock.O
 
 	renewed := make(chan error, 100)
 	holderOpts := opts
-	holderOpts.Hooks = &fencelock.Hooks{RenewDone: func(i fencelock.RenewInfo) {
+	holderOpts.Hooks = &fencelock.Hooks{RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
 		select {
 		case renewed <- i.Err:
 		default:
@@ -57,7 +57,7 @@ func lifeCycle(t *testing.T, dial func() redis.UniversalClient, base fencelock.O
 
 	attempts := make(chan int, 10)
 	waiterOpts := opts
-	waiterOpts.Hooks = &fencelock.Hooks{AcquireAttempt: func(i fencelock.AcquireAttemptInfo) {
+	waiterOpts.Hooks = &fencelock.Hooks{AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) {
 		select {
 		case attempts <- i.Attempt:
 		default:

@@ -68,7 +68,7 @@ func TestTLS_unverified(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: tc.addr, TLSConfig: tc.tls, MaxRetries: -1, DialTimeout: time.Second})
 			t.Cleanup(func() { rdb.Close() })
-			assertRefused(t, fencelock.New(rdb, nil), tc.as)
+			assertRefused(t, fencelock.New(rdb, refusedOptions), tc.as)
 		})
 	}
 }
@@ -78,7 +78,7 @@ func TestTLS_unverifiedSentinel(t *testing.T) {
 	g := redistest.StartSentinelGroup(t, &redistest.GroupOptions{TLS: redistest.NewTLS(t)})
 	rdb := g.Client(t, &redis.FailoverOptions{TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
 	var unknownCA x509.UnknownAuthorityError
-	assertRefused(t, fencelock.New(rdb, nil), &unknownCA)
+	assertRefused(t, fencelock.New(rdb, refusedOptions), &unknownCA)
 }
 
 func TestTLS_unverifiedCluster(t *testing.T) {
@@ -86,8 +86,13 @@ func TestTLS_unverifiedCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, &redistest.GroupOptions{TLS: redistest.NewTLS(t)})
 	rdb := cl.Client(t, &redis.ClusterOptions{TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
 	var unknownCA x509.UnknownAuthorityError
-	assertRefused(t, fencelock.New(rdb, nil), &unknownCA)
+	assertRefused(t, fencelock.New(rdb, refusedOptions), &unknownCA)
 }
+
+// refusedOptions give leases room: a call over a connection that is
+// refused must fail for that reason, not because a slow discovery let
+// the lease's deadline pass.
+var refusedOptions = &fencelock.Options{TTL: time.Minute}
 
 // assertRefused checks that every call of c fails with a connection
 // error, wrapping the error type as points to if it is not nil, and never

@@ -254,7 +254,7 @@ func WaitReplicasInSync(tb testing.TB, master *Server, n int) {
 			if !strings.Contains(r, "state=online") || !strings.Contains(r, "offset="+fields["master_repl_offset"]+",") {
 				continue
 			}
-			if loaded, detail := replicaLoaded(ctx, r); !loaded {
+			if loaded, detail := replicaLoaded(ctx, master, r); !loaded {
 				return false, detail
 			}
 			inSync++
@@ -265,8 +265,8 @@ func WaitReplicasInSync(tb testing.TB, master *Server, n int) {
 
 // replicaLoaded reports whether the replica described by a master's
 // "slaveN:ip=…,port=…" INFO field has its link up and no sync or load in
-// progress.
-func replicaLoaded(ctx context.Context, field string) (bool, string) {
+// progress. It is reached with master's client options (TLS included).
+func replicaLoaded(ctx context.Context, master *Server, field string) (bool, string) {
 	var ip, port string
 	for kv := range strings.SplitSeq(field, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -278,7 +278,9 @@ func replicaLoaded(ctx context.Context, field string) (bool, string) {
 			}
 		}
 	}
-	r := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, port), MaxRetries: -1})
+	o := master.ClientOptions() // its TLS settings, if any, serve the replica too
+	o.Addr, o.MaxRetries = net.JoinHostPort(ip, port), -1
+	r := redis.NewClient(o)
 	defer r.Close()
 	info, err := r.Info(ctx, "replication", "persistence").Result()
 	if err != nil {
