@@ -118,7 +118,8 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
 	// The campaign is an Acquire whose backend keeps the leader's record
 	// with the lock; it shares the Client's wake-ups, so candidates queue
 	// with the Client's other waiters for the same lock.
-	ec := &Client{be: lead, cfg: e.c.cfg, err: e.c.err, hub: e.c.hub}
+	ec := *e.c
+	ec.be = lead
 	l, err := ec.Acquire(ctx, e.name)
 	if err != nil {
 		return nil, fmt.Errorf("campaign: %w", err)
@@ -217,8 +218,8 @@ func (e *Election) Resign(ctx context.Context) error {
 	return nil
 }
 
-// Leader returns who leads the election now, whichever candidate asks
-// (or none: any Election of the name can). If nobody does (the lock is
+// Leader returns who leads the election now. Any Election of the name
+// can ask, whether it campaigns or not. If nobody leads (the lock is
 // free, or held by a lease that did not campaign), the error wraps
 // ErrNoLeader.
 //

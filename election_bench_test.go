@@ -2,7 +2,6 @@ package fencelock_test
 
 import (
 	"context"
-	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -22,40 +21,23 @@ import (
 // benchCandidate is a candidate whose Campaign attempts are counted, so
 // that a handover starts only once the other candidate waits for it.
 type benchCandidate struct {
-	e        *fencelock.Election
-	attempts chan struct{} // one per attempt that found the lock held
+	e *fencelock.Election
+	p probe
 }
 
 func newBenchCandidate(rdb redis.UniversalClient, opts fencelock.Options) *benchCandidate {
-	c := &benchCandidate{attempts: make(chan struct{}, 64)}
-	opts.Hooks = &fencelock.Hooks{AcquireAttempt: func(_ context.Context, info fencelock.AcquireAttemptInfo) {
-		if errors.Is(info.Err, fencelock.ErrNotAcquired) {
-			select {
-			case c.attempts <- struct{}{}:
-			default:
-			}
-		}
-	}}
-	c.e = fencelock.New(rdb, &opts).Election("bench")
+	c := &benchCandidate{}
+	c.e = fencelock.New(rdb, c.p.options(opts)).Election("bench")
 	return c
 }
 
-// waiting starts c's Campaign and returns once c waits for the lock: its
-// attempt before subscribing and its first after found it held.
+// waiting starts c's Campaign and returns once c waits for the lock.
 func (c *benchCandidate) waiting(b *testing.B, ctx context.Context) <-chan campaignResult {
-	for len(c.attempts) > 0 {
-		<-c.attempts
+	for len(c.p.held) > 0 {
+		<-c.p.held
 	}
 	done := campaigned(ctx, c.e, "bench")
-	for range 2 {
-		select {
-		case <-c.attempts:
-		case r := <-done:
-			b.Fatalf("Campaign returned %v while the other candidate led", r.err)
-		case <-ctx.Done():
-			b.Fatal("candidate not waiting in time")
-		}
-	}
+	c.p.waiting(b, ctx)
 	return done
 }
 

@@ -277,14 +277,41 @@ type campaignResult struct {
 	at  time.Time
 }
 
-// waitWaiting waits until a Client waits for the election's lock: it has
-// subscribed to the lock's release channel.
-func waitWaiting(t *testing.T, rdb *redis.Client, name string) {
-	t.Helper()
-	channel := "fencelock:{" + name + "}:released"
-	redistest.WaitFor(t, 10*time.Second, "a candidate to wait", func() bool {
-		return rdb.PubSubNumSub(t.Context(), channel).Val()[channel] > 0
-	})
+// probe counts a candidate's campaign attempts through Options.Hooks,
+// so that a test can tell when it waits for the lock.
+type probe struct {
+	attempts atomic.Int32
+	held     chan struct{} // one per attempt that found the lock held
+}
+
+// options returns opts with the probe's hook.
+func (p *probe) options(opts fencelock.Options) *fencelock.Options {
+	p.held = make(chan struct{}, 64)
+	opts.Hooks = &fencelock.Hooks{AcquireAttempt: func(_ context.Context, info fencelock.AcquireAttemptInfo) {
+		p.attempts.Add(1)
+		if errors.Is(info.Err, fencelock.ErrNotAcquired) {
+			select {
+			case p.held <- struct{}{}:
+			default:
+			}
+		}
+	}}
+	return &opts
+}
+
+// waiting waits until the candidate waits for the lock: its attempt
+// before it subscribed to the wake-ups and its first after have found
+// the lock held. It returns the number of attempts so far.
+func (p *probe) waiting(tb testing.TB, ctx context.Context) int32 {
+	tb.Helper()
+	for range 2 {
+		select {
+		case <-p.held:
+		case <-ctx.Done():
+			tb.Fatalf("candidate not waiting: %v", context.Cause(ctx))
+		}
+	}
+	return p.attempts.Load()
 }
 
 // Resign hands over at once: the waiting candidate, on another Client
@@ -298,10 +325,8 @@ func TestElection_handoverAfterResign(t *testing.T) {
 	defer cancel()
 	slow := fencelock.Options{TTL: time.Minute, RetryInterval: time.Minute}
 	leader := fencelock.New(srv.Client(t), &slow).Election("handover")
-	var attempts atomic.Int32
-	hooked := slow
-	hooked.Hooks = &fencelock.Hooks{AcquireAttempt: func(context.Context, fencelock.AcquireAttemptInfo) { attempts.Add(1) }}
-	waiter := fencelock.New(srv.Client(t), &hooked).Election("handover")
+	var p probe
+	waiter := fencelock.New(srv.Client(t), p.options(slow)).Election("handover")
 	w := observe(t, ctx, fencelock.New(srv.Client(t), &slow).Election("handover"))
 
 	first, err := leader.Campaign(ctx, "first")
@@ -313,8 +338,7 @@ func TestElection_handoverAfterResign(t *testing.T) {
 		return ok && l.Term == first.Token()
 	})
 	done := campaigned(ctx, waiter, "second")
-	waitWaiting(t, srv.Client(t), "handover")
-	before := attempts.Load()
+	before := p.waiting(t, ctx)
 	if err := leader.Resign(ctx); err != nil {
 		t.Fatalf("Resign error = %v", err)
 	}
@@ -323,7 +347,7 @@ func TestElection_handoverAfterResign(t *testing.T) {
 		t.Fatalf("waiting Campaign error = %v, want the leadership after the resignation", r.err)
 	}
 	defer r.l.Release(ctx)
-	if n := attempts.Load() - before; n != 1 {
+	if n := p.attempts.Load() - before; n != 1 {
 		t.Errorf("waiting candidate made %d attempts after the resignation, want 1", n)
 	}
 	if r.l.Token() <= first.Token() {
@@ -372,10 +396,8 @@ func TestElection_handoverAfterCrash(t *testing.T) {
 	opts := fencelock.Options{TTL: time.Second, RetryInterval: time.Minute}
 	crashing, p := crashingClient(t, srv)
 	leader := fencelock.New(crashing, &opts).Election("crash")
-	var attempts atomic.Int32
-	hooked := opts
-	hooked.Hooks = &fencelock.Hooks{AcquireAttempt: func(context.Context, fencelock.AcquireAttemptInfo) { attempts.Add(1) }}
-	waiter := fencelock.New(srv.Client(t), &hooked).Election("crash")
+	var pr probe
+	waiter := fencelock.New(srv.Client(t), pr.options(opts)).Election("crash")
 	w := observe(t, ctx, fencelock.New(srv.Client(t), &opts).Election("crash"))
 
 	old, err := leader.Campaign(ctx, "crashing")
@@ -383,15 +405,14 @@ func TestElection_handoverAfterCrash(t *testing.T) {
 		t.Fatalf("Campaign error = %v", err)
 	}
 	done := campaigned(ctx, waiter, "next")
-	waitWaiting(t, srv.Client(t), "crash")
-	before := attempts.Load()
+	before := pr.waiting(t, ctx)
 	p.Partition()
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("waiting Campaign error = %v, want the leadership after the crash", r.err)
 	}
 	defer r.l.Release(ctx)
-	if n := attempts.Load() - before; n > 2 {
+	if n := pr.attempts.Load() - before; n > 2 {
 		t.Errorf("waiting candidate made %d attempts after the crash, want at most 2 (at the holder's TTL)", n)
 	}
 	if r.l.Token() <= old.Token() {
