@@ -85,7 +85,8 @@ func TestElection_recordFollowsLock(t *testing.T) {
 			rdb := srv.Client(t)
 			ctx := t.Context()
 			// Renewed by hand, at known moments.
-			c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: -1})
+			const ttl = 10 * time.Second
+			c := fencelock.New(rdb, &fencelock.Options{TTL: ttl, RenewInterval: -1})
 			e := c.Election("record")
 			at := func(key string) int64 {
 				// PTTL rather than PEXPIRETIME, which one server lacks:
@@ -109,16 +110,16 @@ func TestElection_recordFollowsLock(t *testing.T) {
 				t.Fatalf("Campaign error = %v", err)
 			}
 			at("Campaign")
-			// Let the lock's TTL run down a little, so that a renewal moves it.
-			before := rdb.PTTL(ctx, "fencelock:{record}").Val()
+			// Let the TTL run down, so that the renewal visibly moves it.
+			low := ttl - 300*time.Millisecond
 			redistest.WaitFor(t, 5*time.Second, "the TTL to run down", func() bool {
-				return rdb.PTTL(ctx, "fencelock:{record}").Val() < before-5*time.Millisecond
+				return rdb.PTTL(ctx, "fencelock:{record}:leader").Val() < low
 			})
 			if err := l.Renew(ctx); err != nil {
 				t.Fatalf("Renew error = %v", err)
 			}
-			if got := rdb.PTTL(ctx, "fencelock:{record}:leader").Val(); got < before {
-				t.Errorf("record PTTL after Renew = %v, want renewed (> %v)", got, before)
+			if got := rdb.PTTL(ctx, "fencelock:{record}:leader").Val(); got < low {
+				t.Errorf("record PTTL after Renew = %v, want renewed (> %v)", got, low)
 			}
 			at("Renew")
 			if err := e.Proclaim(ctx, "w"); err != nil {
