@@ -37,8 +37,9 @@ var (
 // election's history, which Redis keeps (its last 64 changes, for
 // TokenRetention), so a change is not missed because a message was: when
 // the subscription is re-established after a reconnect, the observer
-// reads what happened meanwhile. Without a leader, it also reads once
-// per TTL, in case a message was lost without a reconnect.
+// reads what happened meanwhile. Without a leader, it also reads at
+// least once per TTL (or RetryInterval, if longer), in case a message was
+// lost without a reconnect.
 //
 // On a quorum Client, a change is sent once a majority of nodes has it in
 // its history, and the current leader is decided as by Leader.
