@@ -20,8 +20,8 @@
 -- SHA-1 of the owner value, which ties the record to the lock it belongs
 -- to without revealing the owner (leader.lua compares it with the lock's
 -- value). It expires with the lock, to the millisecond where the server
--- has PEXPIRETIME (Redis >= 7.0), else a millisecond before it: a record
--- never outlives its lock.
+-- has PEXPIRETIME (Redis >= 7.0), else at most a few milliseconds before
+-- it: a record never outlives its lock.
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -40,11 +40,13 @@ end
 redis.call('HSET', KEYS[2], 'value', ARGV[5], 'term', ARGV[3], 'lease', ARGV[4],
   'seq', ARGV[6], 'since', ARGV[7], 'check', check)
 local at = redis.pcall('PEXPIRETIME', KEYS[1])
-if type(at) == 'number' and at > 0 then
-  redis.call('PEXPIREAT', KEYS[2], at)
-else
-  redis.call('PEXPIRE', KEYS[2], math.max(redis.call('PTTL', KEYS[1]) - 1, 1))
+if type(at) ~= 'number' or at <= 0 then
+  -- Without PEXPIRETIME (Redis < 7.0): the clock, then the lock's PTTL,
+  -- which is measured later, so the sum is no later than its expiry.
+  local t = redis.call('TIME')
+  at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + redis.call('PTTL', KEYS[1])
 end
+redis.call('PEXPIREAT', KEYS[2], at)
 redis.call('XADD', KEYS[3], 'MAXLEN', ARGV[11], '*', 'kind', ARGV[2], 'term', ARGV[3],
   'lease', ARGV[4], 'seq', ARGV[6], 'value', ARGV[5], 'since', ARGV[7])
 if ARGV[10] ~= '0' then

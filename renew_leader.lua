@@ -18,11 +18,13 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if redis.pcall('HGET', KEYS[3], 'check') == redis.sha1hex(ARGV[1]) then
   local at = redis.pcall('PEXPIRETIME', KEYS[1])
-  if type(at) == 'number' and at > 0 then
-    redis.call('PEXPIREAT', KEYS[3], at)
-  else
-    redis.call('PEXPIRE', KEYS[3], math.max(redis.call('PTTL', KEYS[1]) - 1, 1))
+  if type(at) ~= 'number' or at <= 0 then
+    -- Without PEXPIRETIME (Redis < 7.0): the clock, then the lock's PTTL,
+    -- which is measured later, so the sum is no later than its expiry.
+    local t = redis.call('TIME')
+    at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + redis.call('PTTL', KEYS[1])
   end
+  redis.call('PEXPIREAT', KEYS[3], at)
 end
 if ARGV[3] ~= '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
