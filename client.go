@@ -19,7 +19,7 @@ type Client struct {
 	cfg config
 	err error // from New: reported by every call
 
-	hub wakeHub
+	hub *wakeHub // shared with the Client's elections (see Election.Campaign)
 }
 
 // A backend keeps the locks: one Redis deployment (node) or a quorum of
@@ -48,7 +48,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 	}
 	c := &Client{cfg: cfg, err: err}
 	n := newNode(rdb, &c.cfg)
-	c.be, c.hub = n, wakeHub{nodes: []*node{n}}
+	c.be, c.hub = n, &wakeHub{nodes: []*node{n}}
 	return c
 }
 

@@ -63,7 +63,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 	}
 	c.err = err
 	c.be = q
-	c.hub = wakeHub{nodes: q.nodes}
+	c.hub = &wakeHub{nodes: q.nodes}
 	return c
 }
 

@@ -56,6 +56,9 @@ type wakeChan struct {
 	subs  []wakeSubKey  // the subscriptions that carry it
 	ready chan struct{} // closed once a server confirmed the subscription
 	queue []*waiter     // queue[0] is the head, the only one that tries
+	// broadcast wakes every waiter, not the head alone, on each message
+	// and each (re)subscription: the waiters are observers (watch).
+	broadcast bool
 }
 
 // A waiter is one Acquire call waiting in a wakeChan's queue.
@@ -133,6 +136,19 @@ func (h *wakeHub) join(ctx context.Context, channel string, patience time.Durati
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return w
+}
+
+// watch is join for an election's observers (Election.Observe), which
+// all want every wake-up rather than take turns: each message on channel
+// wakes every one of them, and so does each confirmation of the
+// subscription, since messages may have been lost while it was being
+// re-established after a reconnect. The caller must leave.
+func (h *wakeHub) watch(ctx context.Context, channel string, patience time.Duration) *waiter {
+	w := h.join(ctx, channel, patience)
+	h.mu.Lock()
+	h.chans[channel].broadcast = true
+	h.mu.Unlock()
 	return w
 }
 
@@ -219,12 +235,24 @@ func (h *wakeHub) read(msgs <-chan any, exited chan struct{}) {
 				default:
 					close(wc.ready)
 				}
+				if wc.broadcast {
+					wc.wakeAll()
+				}
 			}
 		case *redis.Message:
-			if wc := h.chans[m.Channel]; wc != nil && len(wc.queue) > 0 {
+			if wc := h.chans[m.Channel]; wc != nil && wc.broadcast {
+				wc.wakeAll()
+			} else if wc != nil && len(wc.queue) > 0 {
 				signal(wc.queue[0].wake)
 			}
 		}
 		h.mu.Unlock()
+	}
+}
+
+// wakeAll wakes every waiter of a broadcast channel.
+func (wc *wakeChan) wakeAll() {
+	for _, w := range wc.queue {
+		signal(w.wake)
 	}
 }
