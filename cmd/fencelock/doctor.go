@@ -34,6 +34,12 @@ Works on managed servers where CONFIG is disabled: what only CONFIG can
 tell is reported as not checked. Exits 1 if a finding is critical, 125 if
 the server cannot be reached.`
 
+const doctorExits = `  0    no finding is critical
+  1    a finding is critical
+  2    usage error: bad flags or arguments
+  125  the server could not be reached
+`
+
 // Severities, from best to worst.
 const (
 	sevOK       = "ok"
@@ -72,9 +78,9 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 		cn     conn
 		asJSON bool
 	)
-	cmd := c.command("doctor", "[flags]", doctorAbout)
+	cmd := c.command("doctor", "[flags]", doctorAbout, doctorExits)
 	cn.addConn(cmd)
-	cn.addTTL(cmd)
+	cn.addTTL(cmd, "FENCELOCK_TTL")
 	cmd.fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 0 || dashes) {
@@ -82,7 +88,7 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 	}
 	var target *redisTarget
 	if err == nil {
-		target, err = cn.check(c.getenv)
+		target, err = cn.check(cmd)
 	}
 	if err != nil {
 		return cmd.exit(err)
@@ -155,7 +161,9 @@ func diagnose(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorRepor
 func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, rep *doctorReport) bool {
 	cc := redis.NewClusterClient(opts)
 	defer cc.Close()
-	if err := cc.Ping(ctx).Err(); err != nil {
+	pctx, cancel := cn.request(ctx)
+	defer cancel()
+	if err := cc.Ping(pctx).Err(); err != nil {
 		rep.add("connect", sevCritical, "cannot reach the Cluster: "+err.Error(),
 			"check --redis (or REDIS_URL) names Cluster nodes, REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss+cluster://) and the network")
 		return false
@@ -195,7 +203,9 @@ func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, 
 // whether the server was reached, and whether it holds data (the test
 // lock makes sense there).
 func diagnoseNode(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, cn *conn, rep *doctorReport, via int) (reachable, data bool) {
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	pctx, cancel := cn.request(ctx)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
 		rep.add("connect", sevCritical, "cannot reach the server: "+err.Error(),
 			"check --redis (or REDIS_URL), REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss://) and the network")
 		return false, false
@@ -513,7 +523,7 @@ func checkLock(ctx context.Context, rdb redis.UniversalClient, cn *conn, rep *do
 	for range 2 {
 		l, err := locks.TryAcquire(ctx, name)
 		if err != nil {
-			rep.add("lock", sevCritical, "test acquire failed: "+err.Error(), "see the findings above; the ACL user needs EVAL/EVALSHA, GET, SET, DEL, PEXPIRE, PTTL, TIME, PUBLISH on "+prefix+"*")
+			rep.add("lock", sevCritical, "test acquire failed: "+message(err), "see the findings above; the ACL user needs EVAL/EVALSHA, GET, SET, DEL, PEXPIRE, PTTL, TIME, PUBLISH on "+prefix+"*")
 			return
 		}
 		tokens = append(tokens, l.Token())
