@@ -117,7 +117,7 @@ func TestProcess_lostLeaseKillsGroup(t *testing.T) {
 		t.Skip("no sh")
 	}
 	s := redistest.New(t)
-	cmd, out := startFencelock(t, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "900ms", "--grace", "300ms", "group",
+	cmd, out, stderr := startFencelockWith(t, nil, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "900ms", "--grace", "300ms", "group",
 		"--", sh, "-c", `"$0" & wait`, os.Args[0])
 	pid := readyPID(t, readLine(t, out))
 	if err := s.Client(t).Del(t.Context(), "fencelock:{group}").Err(); err != nil {
@@ -125,6 +125,9 @@ func TestProcess_lostLeaseKillsGroup(t *testing.T) {
 	}
 	if got := waitExit(t, cmd); got != exitLeaseLost {
 		t.Errorf("fencelock exit = %d, want %d", got, exitLeaseLost)
+	}
+	if got := stderr.String(); !strings.Contains(got, "what it left running in its process group was killed with SIGKILL") {
+		t.Errorf("stderr = %q, want it to say the shell's child was killed", got)
 	}
 	// fencelock has sent SIGKILL before exiting; the orphan may linger
 	// briefly as a zombie until init reaps it.

@@ -199,6 +199,9 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		if res.killed {
 			how = "was killed with SIGKILL"
 		}
+		if res.strays {
+			how += ", and what it left running in its process group was killed with SIGKILL"
+		}
 		end := "the lease was lost"
 		switch {
 		case res.lost != nil, errors.Is(rerr, fencelock.ErrLeaseLost):

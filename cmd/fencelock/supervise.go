@@ -53,6 +53,7 @@ type result struct {
 	lost    error  // why the lease was lost while COMMAND ran
 	stopped string // why run terminated COMMAND, if it did
 	killed  bool   // COMMAND got SIGKILL
+	strays  bool   // processes COMMAND left in its group got SIGKILL
 }
 
 // run waits until COMMAND and the guard have exited.
@@ -60,6 +61,7 @@ func (s *supervisor) run() result {
 	var (
 		res    result
 		ended  bool // the guard reported how COMMAND ended
+		killed bool // SIGKILL went out, to COMMAND or what was left of it
 		events = s.g.events
 		lost   = s.lease.Context().Done()
 		term   = time.NewTimer(time.Until(s.lease.Deadline().Add(-s.grace)))
@@ -123,17 +125,18 @@ func (s *supervisor) run() result {
 				// group by us, or by someone else. Whatever is left of
 				// COMMAND goes too.
 				s.g.kill()
+				killed = true
 				res.code, res.status = 128+int(syscall.SIGKILL), "signal: killed"
 				if !res.killed {
 					res.err = fmt.Errorf("COMMAND's guard process ended unexpectedly (%v: %v); COMMAND was killed", s.g.proc.ProcessState, err)
 				}
 			}
-			if res.stopped != "" && !res.killed && s.g.groupAlive() {
+			if res.stopped != "" && !killed && s.g.groupAlive() {
 				// COMMAND is gone, others of its group are not: they get
 				// the rest of the grace period, then SIGKILL.
 				<-killc
 				s.g.kill()
-				res.killed = true
+				res.strays = true
 			}
 			return res
 		case sig := <-s.sigs:
@@ -160,6 +163,7 @@ func (s *supervisor) run() result {
 		case <-killc:
 			killc = nil
 			s.g.kill() // COMMAND, or what is left of its group
+			killed = true
 			res.killed = !ended
 		}
 	}
