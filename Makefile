@@ -37,3 +37,14 @@ redis:
 # PostgreSQL and MariaDB for the SQL adapter's tests.
 databases:
 	@./scripts/start-databases
+
+.PHONY: mutants
+
+# The curated mutant suite (mutants/README.md): each mutant, a deliberate
+# bug, applied alone to a scratch copy of the tree, must fail the tests it
+# names. MUTANTS=regexp runs those whose name matches. The native-command
+# mutants need the Redis 8 and Valkey 9 builds of scripts/install-servers.
+mutants: redis databases
+	@if [ -x scripts/install-servers ]; then ./scripts/install-servers; fi
+	cd mutants && go run . -run '$(MUTANTS)'
+
