@@ -43,3 +43,25 @@ servers:
 # PostgreSQL and MariaDB for the SQL adapter's tests.
 databases:
 	@./scripts/start-databases
+
+.PHONY: mutants fuzz
+
+# The curated mutant suite (mutants/README.md): each mutant, a deliberate
+# bug, applied alone to a scratch copy of the tree, must fail the tests it
+# names. MUTANTS=regexp runs those whose name matches. The native-command
+# mutants need the Redis 8 and Valkey 9 builds of scripts/install-servers.
+mutants: redis databases
+	@if [ -x scripts/install-servers ]; then ./scripts/install-servers; fi
+	cd mutants && go run . -run '$(MUTANTS)'
+
+# Every fuzz target in every module, each for FUZZTIME (CI: 10s each), its
+# committed corpus (testdata/fuzz) first. Targets are found by name, so a
+# new one is fuzzed without a change here.
+FUZZTIME ?= 10s
+fuzz: redis databases
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== fuzz $$t in $$(dirname $$f) for $(FUZZTIME)"; \
+			(cd $$(dirname $$f) && go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) .); \
+		done; \
+	done
