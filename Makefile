@@ -5,7 +5,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test lint bench redis databases
+.PHONY: demo test lint bench redis servers databases
 
 # The first command a newcomer runs: a paused lock holder's stale write,
 # accepted without fencing and rejected with it, on a redis-server that
@@ -13,12 +13,12 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 demo: redis
 	go run ./cmd/fencelock demo
 
-# The test command the README gives and .ci/run calls.
+# The test command the README gives and .ci/run calls: go test -race in
+# every module, the server-facing packages once per server (Redis 7.0 from
+# Debian, Redis 8.x and Valkey 9 built by scripts/install-servers, or those
+# FENCELOCK_SERVERS names), then one summary table; see scripts/test-matrix.
 test: redis databases
-	@set -e; for m in $(MODULES); do \
-		echo "== go test -race $$m"; \
-		(cd $$m && go test -race -count=1 ./...); \
-	done
+	@./scripts/test-matrix
 
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
@@ -39,6 +39,34 @@ bench: redis
 redis:
 	@./scripts/install-redis
 
+# Redis 8.x and Valkey 9 built from Debian's source packages, cached in
+# $$HOME/.cache/fencelock; make test runs this itself unless
+# FENCELOCK_SERVERS is set.
+servers:
+	@./scripts/install-servers
+
 # PostgreSQL and MariaDB for the SQL adapter's tests.
 databases:
 	@./scripts/start-databases
+
+.PHONY: mutants fuzz
+
+# The curated mutant suite (mutants/README.md): each mutant, a deliberate
+# bug, applied alone to a scratch copy of the tree, must fail the tests it
+# names. MUTANTS=regexp runs those whose name matches. The native-command
+# mutants need the Redis 8 and Valkey 9 builds of scripts/install-servers.
+mutants: redis databases
+	@if [ -x scripts/install-servers ]; then ./scripts/install-servers; fi
+	cd mutants && go run . -run '$(MUTANTS)'
+
+# Every fuzz target in every module, each for FUZZTIME (CI: 10s each), its
+# committed corpus (testdata/fuzz) first. Targets are found by name, so a
+# new one is fuzzed without a change here.
+FUZZTIME ?= 10s
+fuzz: redis databases
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== fuzz $$t in $$(dirname $$f) for $(FUZZTIME)"; \
+			(cd $$(dirname $$f) && go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) .); \
+		done; \
+	done

@@ -1,15 +1,12 @@
 -- acquire.lua: take the lock if it is free and issue its fencing token, in
 -- one atomic step.
--- KEYS[1] lock key, KEYS[2] token key, KEYS[3] waiter mark (one hash tag,
---   so one slot)
+-- KEYS[1] lock key, KEYS[2] token key (same hash tag, so same slot)
 -- ARGV[1] owner value, ARGV[2] ttl in ms,
 -- ARGV[3] token key retention in ms (0 keeps it forever),
--- ARGV[4] waiter mark lifetime in ms, 0 for none (the caller will not wait)
--- ARGV[5] proposed token in µs, 0 for none: a quorum's (quorum.go)
+-- ARGV[4] proposed token in µs, 0 for none: a quorum's (quorum.go)
 -- returns the token (> 0) when acquired; when another owner holds the
---   lock, minus its remaining TTL in ms (<= 0; 0 if it has none), after
---   marking it as waited for (ARGV[4] > 0) so that its release publishes;
---   an error reply, with nothing written, when either key holds a value of
+--   lock, minus its remaining TTL in ms (<= 0; 0 if it has none); an
+--   error reply, with nothing written, when either key holds a value of
 --   the wrong type. When this owner already holds the lock (a retried
 --   request), the token it was issued, or with a proposal a token issued
 --   anew: in a quorum another client's write-back may have raised the
@@ -26,7 +23,8 @@
 -- The integer reply is the double truncated: exact too.
 --
 -- Scripts never roll back, so everything that can fail (a wrong-type or
--- non-integer counter) is checked before the first write.
+-- non-integer counter, a command the ACL refuses, such as TIME) is done
+-- before the first write.
 local stored = redis.call('GET', KEYS[2])
 if stored then
   stored = tonumber(stored)
@@ -34,15 +32,11 @@ if stored then
     return redis.error_reply('WRONGTYPE fencelock: token key does not hold an integer')
   end
 end
-local proposal = tonumber(ARGV[5])
+local proposal = tonumber(ARGV[4])
+local t = redis.call('TIME')
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Held. GET fails with WRONGTYPE if the key is not a string.
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-    local life = tonumber(ARGV[4])
-    -- Never shorten a mark that another client's waiter set for longer.
-    if life > 0 and redis.call('PTTL', KEYS[3]) < life then
-      redis.call('SET', KEYS[3], '1', 'PX', life)
-    end
     local pttl = redis.call('PTTL', KEYS[1])
     if pttl < 0 then
       return 0
@@ -53,7 +47,6 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return stored
   end
 end
-local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local token = now
 if stored and stored + 1 > token then

@@ -19,16 +19,15 @@ type Client struct {
 	cfg config
 	err error // from New: reported by every call
 
-	hub  wakeHub
-	keep keeper
+	hub  *wakeHub // shared with the Client's elections (see Election.Campaign)
+	keep *keeper  // shared with them too
 }
 
 // A backend keeps the locks: one Redis deployment (node) or a quorum of
 // independent masters. Each method is one round of requests.
 type backend interface {
 	// acquire takes the lock r names for r's owner and returns its token
-	// (> 0), or 0 and how long the current holder's lock has left; then,
-	// if r.wait, it marks the lock as waited for (wake.go).
+	// (> 0), or 0 and how long the current holder's lock has left.
 	acquire(ctx context.Context, r *lockRef) (token int64, held time.Duration, err error)
 	// renew extends the lock if r's owner holds it and reports whether it
 	// did.
@@ -36,9 +35,6 @@ type backend interface {
 	// release deletes the lock if r's owner holds it, wakes the waiters,
 	// and reports whether it deleted.
 	release(ctx context.Context, r *lockRef) (bool, error)
-	// markWaiting marks the lock named name as waited for, so that its
-	// next release publishes (wake.go).
-	markWaiting(ctx context.Context, name string) error
 }
 
 // New returns a Client that keeps its locks in rdb: a *redis.Client, a
@@ -53,10 +49,9 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 		err = errors.Join(err, fmt.Errorf("%w: nil Redis client", ErrInvalid))
 	}
 	c := &Client{cfg: cfg, err: err}
-	c.keep.cfg = &c.cfg
+	c.keep = &keeper{cfg: &c.cfg}
 	n := newNode(rdb, &c.cfg)
-	c.be, c.hub = n, wakeHub{nodes: []*node{n}}
-	c.keep.be = n
+	c.be, c.hub = n, &wakeHub{nodes: []*node{n}}
 	return c
 }
 
@@ -69,7 +64,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 		return nil, err
 	}
 	var t acquireTrace
-	l, _, err := c.try(ctx, name, false, &t)
+	l, _, err := c.try(ctx, name, &t)
 	t.done(ctx, &c.cfg, name, l, err)
 	return l, err
 }
@@ -89,7 +84,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 	defer func() { t.done(ctx, &c.cfg, name, l, err) }()
 	// Queue behind this Client's waiters rather than barge in ahead of them.
 	if c.hub.idle() || !c.hub.waiting(c.cfg.channel(name)) {
-		l, _, err = c.try(ctx, name, true, &t)
+		l, _, err = c.try(ctx, name, &t)
 		if !retryable(ctx, err) {
 			return l, gaveUp(ctx, name, err)
 		}
@@ -107,7 +102,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 			default:
 			}
 			var wait time.Duration
-			if l, wait, err = c.try(ctx, name, true, &t); !retryable(ctx, err) {
+			if l, wait, err = c.try(ctx, name, &t); !retryable(ctx, err) {
 				return l, gaveUp(ctx, name, err)
 			}
 			timer.Reset(c.jitter(wait))
@@ -175,16 +170,14 @@ func (c *Client) check(name string) error {
 	return checkName(name)
 }
 
-// try makes one acquisition attempt; wait says that the caller will wait
-// if the lock is held. When the lock is held it returns an error wrapping
-// ErrNotAcquired and how long to wait: the holder's remaining TTL, capped
-// by the retry interval.
-func (c *Client) try(ctx context.Context, name string, wait bool, t *acquireTrace) (*Lease, time.Duration, error) {
+// try makes one acquisition attempt. When the lock is held it returns an
+// error wrapping ErrNotAcquired and how long to wait: the holder's
+// remaining TTL, capped by the retry interval.
+func (c *Client) try(ctx context.Context, name string, t *acquireTrace) (*Lease, time.Duration, error) {
 	// The lease is made first, so that its keys and owner value, which
 	// the commands send, are part of its allocation.
 	l := &Lease{c: c}
 	c.cfg.setRef(&l.ref, name, "")
-	l.ref.wait = wait
 	start := time.Now() // the validity is measured from before the request
 	token, held, err := c.be.acquire(ctx, &l.ref)
 	t.attempt(ctx, &c.cfg, name, start, token, held, err)

@@ -26,6 +26,15 @@ var (
 	// nodes was released again.
 	ErrNoQuorum = errors.New("fencelock: no quorum of nodes answered")
 
+	// ErrNoLeader is returned by Election.Leader when nobody leads the
+	// election: its lock is free, or held by a lease that did not
+	// campaign.
+	ErrNoLeader = errors.New("fencelock: no leader")
+
+	// ErrNotLeader is returned by Election.Proclaim when the Election does
+	// not lead; joined with ErrLeaseLost if its leadership was lost.
+	ErrNotLeader = errors.New("fencelock: not the leader")
+
 	// ErrInvalid is wrapped by every error caused by bad input: an invalid
 	// lock name, invalid Options, or a nil client. Nothing is sent to
 	// Redis then.

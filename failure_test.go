@@ -55,6 +55,39 @@ func TestClient_READONLY(t *testing.T) {
 	}
 }
 
+// A release whose publish the server refuses (an ACL user without the
+// lock's channel) releases all the same: the lock is deleted and Release
+// reports it, and waiters wake at their retry timers instead. The native
+// commands are taken away, so that the Lua script releases on every
+// server.
+func TestClient_releasePublishRefused(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	admin := s.Client(t)
+	ctx := t.Context()
+	rules := append([]string{"nochannel", "on", ">pw", "~*", "resetchannels", "+@all"}, removeNatives(t, admin)...)
+	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER"}, toAny(rules)...)...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER %v: %v", rules, err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "nochannel", Password: "pw"})
+	t.Cleanup(func() { rdb.Close() })
+	const name = "unannounced"
+	if err := rdb.Publish(ctx, "fencelock:{"+name+"}:released", "").Err(); !redis.HasErrorPrefix(err, "NOPERM") {
+		t.Fatalf("PUBLISH on the lock's channel by the user: error = %v, want NOPERM", err)
+	}
+	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1})
+	l, err := c.TryAcquire(ctx, name)
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v, want nil", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release with the publish refused: error = %v, want nil", err)
+	}
+	if n, err := admin.Exists(ctx, "fencelock:{"+name+"}").Result(); err != nil || n != 0 {
+		t.Errorf("after Release, EXISTS lock = %d, %v; want 0", n, err)
+	}
+}
+
 func TestClient_timeout(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)

@@ -23,7 +23,6 @@ import (
 // many leases renews them at a fraction of a round trip each.
 type keeper struct {
 	cfg *config
-	be  backend // to renew due leases together, if it can
 
 	mu    sync.Mutex
 	queue []*Lease    // a min-heap by schedule.at
@@ -178,17 +177,25 @@ func (k *keeper) fire() {
 			k.requeue(l)
 		}
 	}
-	b, batched := k.be.(batchRenewer)
-	if !batched || len(due) == 1 {
-		for _, l := range due {
+	// Each lease is renewed by its own Client's backend (an election's
+	// leases share the keeper with the lock's): those that can renew in
+	// batches do.
+	var batch []*Lease
+	var b batchRenewer
+	for _, l := range due {
+		lb, ok := l.c.be.(batchRenewer)
+		if !ok || len(due) == 1 {
 			go l.keep()
+			continue
 		}
-		return
+		if len(batch) == maxBatch || (len(batch) > 0 && lb != b) {
+			go keepMany(b, batch)
+			batch = nil
+		}
+		b, batch = lb, append(batch, l)
 	}
-	for len(due) > 0 {
-		n := min(len(due), maxBatch)
-		go keepMany(b, due[:n:n])
-		due = due[n:]
+	if len(batch) > 0 {
+		go keepMany(b, batch)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,4 +334,20 @@ func (l *Lease) release(ctx context.Context) (decided bool, err error) {
 		return true, fmt.Errorf("release %q: %w", l.ref.name, lost)
 	}
 	return true, nil
+}
+
+// String names the lease by its lock, token and public ID, never by its
+// secret owner value: a Lease printed with fmt's %v or %+v, or logged,
+// reveals nothing that allows renewing or releasing the lock.
+func (l *Lease) String() string {
+	return fmt.Sprintf("fencelock.Lease{lock %q, token %d, lease %s}", l.ref.name, l.token, l.ID())
+}
+
+// GoString is String, for fmt's %#v.
+func (l *Lease) GoString() string { return l.String() }
+
+// LogValue names the lease in log records by its lock, token and public
+// ID, as String does.
+func (l *Lease) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("lock", l.ref.name), slog.Int64("token", l.token), slog.String("lease", l.ID()))
 }

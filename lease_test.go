@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,6 +310,136 @@ func TestLease_Release_retry(t *testing.T) {
 	if n, names := rec.reset(); n != 0 {
 		t.Errorf("Release after a decided one sent %d round trips %v, want none", n, names)
 	}
+}
+
+// Release stops the keeper and waits for a renewal in flight before it
+// sends the release: no renewal overlaps the release or follows it, and
+// the lease ends with context.Canceled, never as lost to its own
+// release. Renewal and release replies are slow, so that a keeper left
+// running, or a renewal not waited for, overlaps the release for certain.
+func TestLease_Release_stopsKeeper(t *testing.T) {
+	t.Parallel()
+	const name = "kept-then-released"
+	rdb := redistest.New(t).Client(t)
+	order := &callOrder{channel: "fencelock:{" + name + "}:released", delay: 100 * time.Millisecond, renewing: make(chan struct{}, 1)}
+	rdb.AddHook(order)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{TTL: 10 * time.Second, RenewInterval: 5 * time.Millisecond})
+	l, err := c.TryAcquire(ctx, name)
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	order.armed.Store(true)
+	select {
+	case <-order.renewing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal within 10s of the acquisition, with RenewInterval 5ms")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release error = %v, want nil", err)
+	}
+	if cause := context.Cause(l.Context()); cause != context.Canceled {
+		t.Errorf("Cause(Context()) after Release = %v, want context.Canceled", cause)
+	}
+	events := order.log()
+	released := slices.Index(events, "release sent")
+	if released < 0 {
+		t.Fatalf("calls = %v, want a release", events)
+	}
+	if i := slices.Index(events[released:], "renewal sent"); i >= 0 {
+		t.Errorf("calls = %v: a renewal sent after the release (Release must stop the keeper)", events)
+	}
+	sent, returned := 0, 0
+	for _, e := range events[:released] {
+		switch e {
+		case "renewal sent":
+			sent++
+		case "renewal returned":
+			returned++
+		}
+	}
+	if sent != returned {
+		t.Errorf("calls = %v: the release sent while a renewal was in flight (Release must wait for it)", events)
+	}
+}
+
+// callOrder is a go-redis hook that, once armed, logs when renewals and
+// the release of the lock whose channel it knows are sent and return, and
+// delays their replies, as a slow network would.
+type callOrder struct {
+	channel  string
+	delay    time.Duration
+	armed    atomic.Bool
+	renewing chan struct{} // gets a value when a renewal is sent
+
+	mu     sync.Mutex
+	events []string
+}
+
+func (h *callOrder) log() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.events)
+}
+
+func (h *callOrder) add(event string) {
+	h.mu.Lock()
+	h.events = append(h.events, event)
+	h.mu.Unlock()
+}
+
+// kind returns "release" or "renewal" for the commands that the lease
+// sends once armed (a Lua script, or the native commands in a pipeline),
+// "" for the rest.
+func (h *callOrder) kind(cmds ...redis.Cmder) string {
+	if !h.armed.Load() {
+		return ""
+	}
+	for _, cmd := range cmds {
+		switch cmd.Name() {
+		case "delex", "delifeq":
+			return "release"
+		case "set":
+			return "renewal"
+		case "evalsha", "eval":
+			if slices.Contains(cmd.Args(), any(h.channel)) {
+				return "release"
+			}
+			return "renewal"
+		}
+	}
+	return ""
+}
+
+func (h *callOrder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *callOrder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.around(h.kind(cmd), func() error { return next(ctx, cmd) })
+	}
+}
+
+func (h *callOrder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.around(h.kind(cmds...), func() error { return next(ctx, cmds) })
+	}
+}
+
+func (h *callOrder) around(kind string, call func() error) error {
+	if kind == "" {
+		return call()
+	}
+	h.add(kind + " sent")
+	if kind == "renewal" {
+		select {
+		case h.renewing <- struct{}{}:
+		default:
+		}
+	}
+	err := call()
+	time.Sleep(h.delay) // the simulated slow reply, not a synchronisation
+	h.add(kind + " returned")
+	return err
 }
 
 // The deadline is measured from before the request that acquired or

@@ -18,13 +18,13 @@ type lockRef struct {
 	owner   string // secret: allows renew and release
 	lock    string // prefix{name}
 	token   string // prefix{name}:token, the token counter
-	waiters string // prefix{name}:waiters, the waiter mark (wake.go)
 	channel string // prefix{name}:released, published on release
 	lockArg any    // lock, boxed once
+	// channelArg is channel, boxed once, for the release: hooks that
+	// tell a release from a renewal look for the channel among its
+	// arguments.
+	channelArg any
 
-	// wait is set for the attempts of Acquire: one that finds the lock
-	// held marks it as waited for, so that its release publishes.
-	wait bool
 	// proposal is the token a quorum's attempt proposes to every node, 0
 	// for none (quorum.go).
 	proposal int64
@@ -44,27 +44,26 @@ func (c *config) setRef(r *lockRef, name, owner string) {
 		rand.Read(raw[:]) // never fails (crypto/rand, Go 1.24+)
 		base64.RawURLEncoding.Encode(enc[:], raw[:])
 	}
-	const token, waiters, released = "}:token", "}:waiters", "}:released"
+	const token, released = "}:token", "}:released"
 	base := len(c.prefix) + 1 + len(name)
 	var b strings.Builder
-	b.Grow(ownerLen + len(owner) + 3*base + len(token) + len(waiters) + len(released))
+	b.Grow(ownerLen + len(owner) + 2*base + len(token) + len(released))
 	if owner == "" {
 		b.Write(enc[:])
 	} else {
 		b.WriteString(owner)
 	}
-	for _, suffix := range [...]string{token, waiters, released} {
+	for _, suffix := range [...]string{token, released} {
 		b.WriteString(c.prefix)
 		b.WriteByte('{')
 		b.WriteString(name)
 		b.WriteString(suffix)
 	}
 	s := b.String()
-	i := len(s) - 3*base - len(token) - len(waiters) - len(released)
+	i := len(s) - 2*base - len(token) - len(released)
 	r.name, r.owner = name, s[:i]
 	r.token, i = s[i:i+base+len(token)], i+base+len(token)
 	r.lock = r.token[:base+1]
-	r.waiters, i = s[i:i+base+len(waiters)], i+base+len(waiters)
 	r.channel = s[i:]
-	r.lockArg = r.lock
+	r.lockArg, r.channelArg = r.lock, r.channel
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9/logging"
 )
 
 // redisAddr is the server that Example functions share; tests start their
@@ -16,6 +17,7 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
+	logging.Disable() // go-redis dial and pool logs would bury the failures
 	s, err := redistest.Launch(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -2,9 +2,11 @@ package fencelock
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"time"
 
@@ -62,11 +64,7 @@ func (n *node) natives(ctx context.Context, key string) natives {
 }
 
 func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
-	mark := zeroArg
-	if r.wait {
-		mark = n.cfg.markArg
-	}
-	args := append(acquireRun.args("3", 8), r.lockArg, &r.token, &r.waiters, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, mark, &r.proposal)
+	args := append(acquireRun.args("2", 6), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, &r.proposal)
 	if n.cfg.minReplicas > 0 {
 		return n.acquireWait(ctx, r, args)
 	}
@@ -78,9 +76,6 @@ func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, e
 	token, held := parseAcquire(reply)
 	return token, held, nil
 }
-
-// zeroArg is a script's argument 0, boxed once.
-var zeroArg any = int64(0)
 
 // acquireWait runs the acquire script and WAIT in one pipeline: WAIT must
 // follow the write on the same connection to count its replication. An
@@ -137,20 +132,41 @@ func (n *node) acquireWait(ctx context.Context, r *lockRef, args []any) (int64, 
 
 // abandon releases, best effort, what an acquisition attempt may have
 // taken when the client cannot use it: its reply was lost (a timeout, a
-// reset connection, a context that ended mid-request) or is not to be
-// trusted (not an integer). The release is owner-checked with the
-// attempt's own owner value, which nobody else has, so it can only delete
-// this attempt's lock; the lock's TTL bounds what a release that fails
-// leaves behind. An error reply from the server needs nothing: the script
-// writes only after every check that can fail.
+// reset connection, a context that ended mid-request), is an error, or is
+// not to be trusted. The release is owner-checked with the attempt's own
+// owner value, which nobody else has, so it can only delete this
+// attempt's lock; the lock's TTL bounds what a release that fails leaves
+// behind. Only the replies that say the script never ran need nothing:
+// any other error may come from the middle of the script, which never
+// rolls back.
 func (n *node) abandon(ctx context.Context, r *lockRef, err error) {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
+	if notRun(err) || neverSent(err) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(n.cfg.ttl, abandonTimeout))
 	defer cancel()
 	n.release(rctx, r)
+}
+
+// notRun reports whether err is a server reply that says the command was
+// not run at all: it went to a replica or a node that does not serve the
+// key, or the server was not ready.
+func notRun(err error) bool {
+	for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "NOSCRIPT", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// neverSent reports whether err says the request never left the client:
+// it could not connect, or the server's certificate did not verify.
+func neverSent(err error) bool {
+	var op *net.OpError
+	var cert *tls.CertificateVerificationError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &cert) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 // abandonTimeout bounds the release of an abandoned acquisition, which
@@ -302,7 +318,7 @@ func (n *node) release(ctx context.Context, r *lockRef) (bool, error) {
 	if n.cluster != nil && nat.spublish {
 		publish = spublishArg
 	}
-	args := append(releaseRun.args("2", 5), r.lockArg, &r.waiters, &r.owner, &r.channel, publish)
+	args := append(releaseRun.args("1", 4), r.lockArg, &r.owner, r.channelArg, publish)
 	v, err := releaseRun.run(ctx, n.rdb, args)
 	return v == 1, n.follow(ctx, err)
 }
@@ -310,9 +326,8 @@ func (n *node) release(ctx context.Context, r *lockRef) (bool, error) {
 var publishArg, spublishArg any = "PUBLISH", "SPUBLISH"
 
 // releaseNative deletes with DELEX IFEQ or DELIFEQ, pipelined with the
-// publish: one round trip. Without a script, the publish cannot depend on
-// the waiter mark; it wakes waiters even if nothing was deleted, which
-// costs them one attempt and is harmless.
+// publish: one round trip. The publish wakes waiters even if nothing was
+// deleted, which costs them one attempt and is harmless.
 func (n *node) releaseNative(ctx context.Context, r *lockRef, nat natives) (bool, error) {
 	var del *redis.Cmd
 	n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -333,13 +348,6 @@ func (n *node) releaseNative(ctx context.Context, r *lockRef, nat natives) (bool
 		return false, nil // not our lock: someone replaced it
 	}
 	return v == 1, err
-}
-
-// markWaiting marks the lock named name as waited for, for
-// Options-derived markLife, so that its next release publishes (see
-// wake.go).
-func (n *node) markWaiting(ctx context.Context, name string) error {
-	return n.follow(ctx, n.rdb.Set(ctx, n.cfg.waitersKey(name), "1", n.cfg.markLife).Err())
 }
 
 // unsupported marks the master that serves key as lacking the native

@@ -89,20 +89,18 @@ type config struct {
 	hooks                                                    *Hooks
 	logger                                                   *slog.Logger
 
-	// markLife is how long a waiter mark lasts (wake.go): longer than a
-	// waiting Acquire goes between attempts.
-	markLife time.Duration
 	// The scripts' numeric arguments, in milliseconds, boxed once.
-	ttlArg, retentionArg, markArg any
+	ttlArg, retentionArg any
 }
 
 // Keys and channel: the lock (prefix{name}), its token counter
-// (prefix{name}:token), its waiter mark and its release channel share a
-// hash tag, so one script can touch them all on Cluster. The commands of
+// (prefix{name}:token) and its release channel share a hash tag, so one
+// script can touch them all on Cluster. The commands of
 // an attempt and its lease take them from a lockRef (lockref.go), made in
 // one allocation; these are for the rest.
-func (c *config) channel(name string) string    { return c.prefix + "{" + name + "}:released" }
-func (c *config) waitersKey(name string) string { return c.prefix + "{" + name + "}:waiters" }
+func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "}" }
+func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
+func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
 
 func (o *Options) config() (config, error) {
 	var opts Options
@@ -164,11 +162,7 @@ func (o *Options) config() (config, error) {
 	case c.retention < c.ttl:
 		return c, fmt.Errorf("%w: TokenRetention %v shorter than TTL %v", ErrInvalid, c.retention, c.ttl)
 	}
-	// A waiting Acquire tries again at least every RetryInterval (plus
-	// jitter), and a waiter promoted to the head of its queue within
-	// another: three intervals and a second cover both with room.
-	c.markLife = 3*c.retry + time.Second
-	c.ttlArg, c.retentionArg, c.markArg = c.ttl.Milliseconds(), c.retention.Milliseconds(), c.markLife.Milliseconds()
+	c.ttlArg, c.retentionArg = c.ttl.Milliseconds(), c.retention.Milliseconds()
 	return c, nil
 }
 

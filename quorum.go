@@ -59,7 +59,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 		err = errors.Join(err, fmt.Errorf("%w: no quorum nodes", ErrInvalid))
 	}
 	c := &Client{cfg: cfg}
-	c.keep.cfg = &c.cfg
+	c.keep = &keeper{cfg: &c.cfg}
 	q := &quorum{cfg: &c.cfg}
 	for i, rdb := range nodes {
 		if rdb == nil {
@@ -69,8 +69,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 	}
 	c.err = err
 	c.be = q
-	c.keep.be = q
-	c.hub = wakeHub{nodes: q.nodes}
+	c.hub = &wakeHub{nodes: q.nodes}
 	return c
 }
 
@@ -264,13 +263,21 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		}
 	}
 	if accepted >= q.majority() {
+		// The other nodes get the token too, not waited for, as a
+		// write-back round's slow nodes do: a token on more nodes than a
+		// bare majority survives more of them losing their data.
+		for i, n := range q.nodes {
+			if issued[i] != token {
+				go q.writeBack(ctx, n, r, token)
+			}
+		}
 		return q.inTime(ctx, r, start, token)
 	}
 	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, i int, n *node) reply {
 		if issued[i] == token {
 			return reply{ok: true}
 		}
-		args := append(writebackRun.args("1", 3), &r.token, token, q.cfg.retentionArg)
+		args := append(writebackRun.args("1", 3), r.token, token, q.cfg.retentionArg)
 		v, err := writebackRun.run(ctx, n.rdb, args)
 		return reply{ok: v == 1, err: err}
 	}, nil)
@@ -284,6 +291,14 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		return 0, q.cfg.retry, nil
 	}
 	return q.inTime(ctx, r, start, token)
+}
+
+// writeBack raises node n's counter to token, best effort, in the
+// background of the acquisition, for up to a TTL.
+func (q *quorum) writeBack(ctx context.Context, n *node, r *lockRef, token int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.ttl)
+	defer cancel()
+	writebackRun.run(ctx, n.rdb, append(writebackRun.args("1", 3), r.token, token, q.cfg.retentionArg))
 }
 
 // proposalLead is how far ahead of the client's clock a quorum
@@ -348,17 +363,4 @@ func (q *quorum) release(ctx context.Context, r *lockRef) (bool, error) {
 		return false, nil
 	}
 	return false, q.noQuorum("released", t)
-}
-
-// markWaiting marks the lock as waited for on every node, so that a
-// release publishes wherever it deletes. It needs a majority.
-func (q *quorum) markWaiting(ctx context.Context, name string) error {
-	t := q.round(ctx, q.cfg.ttl, func(ctx context.Context, _ int, n *node) reply {
-		err := n.markWaiting(ctx, name)
-		return reply{ok: err == nil, err: err}
-	}, nil)
-	if t.yes >= q.majority() {
-		return nil
-	}
-	return q.noQuorum("marked", t)
 }

@@ -1,27 +1,23 @@
--- release.lua: owner-checked compare-and-delete, then wake the waiters, if
--- any.
--- KEYS[1] lock key, KEYS[2] waiter mark (same hash tag as KEYS[1])
+-- release.lua: owner-checked compare-and-delete, then wake the waiters.
+-- KEYS[1] lock key
 -- ARGV[1] owner value, ARGV[2] channel that waiters subscribe to (same
---   hash tag), ARGV[3] 'SPUBLISH' to publish on the key's shard (Cluster
---   with sharded pub/sub), else 'PUBLISH'
+--   hash tag as KEYS[1]), ARGV[3] 'SPUBLISH' to publish on the key's shard
+--   (Cluster with sharded pub/sub), else 'PUBLISH' or absent
 -- returns 1 if this owner's lock was deleted, 0 if the key is absent, held
 --   by another owner, or not a string (then nothing is changed: pcall turns
 --   GET's WRONGTYPE error into a table that equals no owner).
 --
--- The mark is deleted with the lock: a release publishes only if someone
--- waited since the last release (see wake.go), and the waiters that stay
--- mark the lock again at their next attempt. The publish is a pcall:
--- scripts never roll back, so a publish the server refused (an ACL without
--- the channel) must not turn a lock already deleted into an error reply.
--- Waiters then wake at their retry timers.
+-- The publish comes first: scripts never roll back, so a publish the ACL
+-- refuses must fail the release before anything is deleted, not after.
+-- Nobody can see the order: the script runs alone, and waiters act on the
+-- message once it has ended.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  if redis.call('DEL', KEYS[1], KEYS[2]) > 1 then
-    if ARGV[3] == 'SPUBLISH' then
-      redis.pcall('SPUBLISH', ARGV[2], '')
-    else
-      redis.pcall('PUBLISH', ARGV[2], '')
-    end
+  if ARGV[3] == 'SPUBLISH' then
+    redis.call('SPUBLISH', ARGV[2], '')
+  else
+    redis.call('PUBLISH', ARGV[2], '')
   end
+  redis.call('DEL', KEYS[1])
   return 1
 end
 return 0

@@ -69,6 +69,14 @@ func TestToken_increases(t *testing.T) {
 	redistest.WaitFor(t, 5*time.Second, "the counter key to expire", func() bool { return rdb.Exists(ctx, tokenKey).Val() == 0 })
 	next("after the counter key expired")
 
+	// A counter behind the clock, as a replica promoted while it lagged
+	// has: the clock floor, not the counter, keeps the token above the
+	// last one issued.
+	if err := rdb.Set(ctx, tokenKey, last-1_000_000, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	next("after the counter was set 1s behind the last token")
+
 	// Tokens for another name are independent, and tokens of a name are
 	// ahead of its counter's last value by exactly one when the counter is
 	// ahead of the clock: exact integer arithmetic far above 2^40.

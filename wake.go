@@ -30,31 +30,6 @@ import (
 // broadcasting every release to every node. One sharded subscription
 // carries one channel: go-redis resubscribes all of a subscription's
 // channels in one command, which a Cluster refuses across slots.
-//
-// # A release publishes only when someone waits
-//
-// Most releases have nobody waiting, so a release publishes only if the
-// lock is marked as waited for: a key beside it, PREFIX{name}:waiters
-// (config.waitersKey), which the release deletes together with the lock,
-// in one DEL, publishing only if it was there (release.lua). An
-// uncontended release thus runs GET and DEL, as a bare compare-and-delete
-// does. Every failed attempt of a waiting Acquire sets the mark, for
-// config.markLife (3 × RetryInterval + 1s, never shortening another
-// client's longer mark), in the script that found the lock held
-// (acquire.lua): a release after that attempt publishes, and a release
-// before it left the lock free for the next attempt. A waiter that goes
-// on waiting marks the lock again at its next attempt, which a publish or
-// its fallback timer brings well within markLife. Releases with native
-// commands (DELEX or DELIFEQ pipelined with PUBLISH) cannot test the mark
-// and always publish.
-//
-// Other code of this package that wants to be woken by a lock's releases
-// without attempting to acquire it (an election's observer) must mark the
-// lock itself, with backend.markWaiting (Client.be.markWaiting(ctx,
-// name)): after it has subscribed (join), before it reads the lock's
-// state, and again after each wake-up before reading it again. A release
-// before the mark shows in the read; one after it publishes. A mark lasts
-// markLife, so a reader that waits longer must mark again before then.
 type wakeHub struct {
 	nodes []*node
 
@@ -85,6 +60,9 @@ type wakeChan struct {
 	subs  []wakeSubKey  // the subscriptions that carry it
 	ready chan struct{} // closed once a server confirmed the subscription
 	queue []*waiter     // queue[0] is the head, the only one that tries
+	// broadcast wakes every waiter, not the head alone, on each message
+	// and each (re)subscription: the waiters are observers (watch).
+	broadcast bool
 }
 
 // A waiter is one Acquire call waiting in a wakeChan's queue.
@@ -167,6 +145,19 @@ func (h *wakeHub) join(ctx context.Context, channel string, patience time.Durati
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return w
+}
+
+// watch is join for an election's observers (Election.Observe), which
+// all want every wake-up rather than take turns: each message on channel
+// wakes every one of them, and so does each confirmation of the
+// subscription, since messages may have been lost while it was being
+// re-established after a reconnect. The caller must leave.
+func (h *wakeHub) watch(ctx context.Context, channel string, patience time.Duration) *waiter {
+	w := h.join(ctx, channel, patience)
+	h.mu.Lock()
+	h.chans[channel].broadcast = true
+	h.mu.Unlock()
 	return w
 }
 
@@ -257,12 +248,24 @@ func (h *wakeHub) read(msgs <-chan any, exited chan struct{}) {
 				default:
 					close(wc.ready)
 				}
+				if wc.broadcast {
+					wc.wakeAll()
+				}
 			}
 		case *redis.Message:
-			if wc := h.chans[m.Channel]; wc != nil && len(wc.queue) > 0 {
+			if wc := h.chans[m.Channel]; wc != nil && wc.broadcast {
+				wc.wakeAll()
+			} else if wc != nil && len(wc.queue) > 0 {
 				signal(wc.queue[0].wake)
 			}
 		}
 		h.mu.Unlock()
+	}
+}
+
+// wakeAll wakes every waiter of a broadcast channel.
+func (wc *wakeChan) wakeAll() {
+	for _, w := range wc.queue {
+		signal(w.wake)
 	}
 }

@@ -77,12 +77,9 @@ func sqlResource(r *run, db *sql.DB, d sqlfence.Dialect) fence.Store {
 		}
 		return p
 	}
-	store, err := sqlfence.New(db, d, table)
-	if err != nil {
-		r.t.Fatalf("sqlfence.New(%v, %q): %v", d, table, err)
-	}
+	store := sqlfence.New(db, d, table)
 	drop(table, table+"_values")
-	if err := store.Migrate(ctx); err != nil {
+	if err := errors.Join(store.Migrate(ctx), store.MigrateValues(ctx)); err != nil {
 		r.t.Fatalf("Migrate: %v", err)
 	}
 	return store

@@ -13,7 +13,9 @@ var (
 
 	// ErrInvalid reports a fence that no resource may accept: a token
 	// that is not positive, or an empty or non-printable lock name or
-	// lease. Parse returns it for malformed text too. Nothing is changed.
+	// lease. Parse returns it for malformed text too, and a Store built
+	// from invalid arguments (see redisfence.New, sqlfence.New) for every
+	// call. Nothing is changed.
 	ErrInvalid = errors.New("fence: invalid fence")
 )
 

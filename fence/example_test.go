@@ -56,12 +56,17 @@ func ExampleMemory_Get() {
 }
 
 func ExampleParse() {
-	f, err := fence.Parse(`1764431234567890;lock="orders:42";lease="k3J9x"`)
+	f, err := fence.Parse(`"1764431234567890";lock="orders:42";lease="k3J9x"`)
 	fmt.Println(f.Lock, f.Token, f.Lease, err)
 
-	_, err = fence.Parse(`0;lock="orders:42";lease="k3J9x"`)
+	// The deprecated form, accepted until v1.0.0.
+	f, err = fence.Parse(`1764431234567890;lock="orders:42";lease="k3J9x"`)
+	fmt.Println(f.Lock, f.Token, f.Lease, err)
+
+	_, err = fence.Parse(`"0";lock="orders:42";lease="k3J9x"`)
 	fmt.Println(errors.Is(err, fence.ErrInvalid))
 	// Output:
+	// orders:42 1764431234567890 k3J9x <nil>
 	// orders:42 1764431234567890 k3J9x <nil>
 	// true
 }
@@ -69,5 +74,5 @@ func ExampleParse() {
 func ExampleFence_String() {
 	f := fence.Fence{Lock: "orders:42", Token: 1764431234567890, Lease: "k3J9x"}
 	fmt.Println(f)
-	// Output: 1764431234567890;lock="orders:42";lease="k3J9x"
+	// Output: "1764431234567890";lock="orders:42";lease="k3J9x"
 }

@@ -11,20 +11,21 @@ import (
 // field is optional: a nil func is skipped.
 //
 // Hooks are called synchronously, after the access returned, from the
-// goroutine that made it. They must be quick and safe for concurrent use.
+// goroutine that made it, with the access's context (for tracing and log
+// correlation). They must be quick and safe for concurrent use.
 type Hooks struct {
 	// Accepted is called after a fenced access (Put, Get, Delete) was
 	// accepted.
-	Accepted func(AccessInfo)
+	Accepted func(context.Context, AccessInfo)
 
 	// Stale is called after a fenced access was refused because the
 	// resource had accepted a newer fence, or one of another lock: the
 	// error wraps ErrStale.
-	Stale func(AccessInfo)
+	Stale func(context.Context, AccessInfo)
 
 	// Failed is called after a fenced access failed otherwise: an invalid
 	// fence (ErrInvalid), a context that ended, or the store's own error.
-	Failed func(AccessInfo)
+	Failed func(context.Context, AccessInfo)
 }
 
 // AccessInfo describes one fenced access.
@@ -67,25 +68,25 @@ type observed struct {
 func (o *observed) Put(ctx context.Context, resource string, f Fence, value []byte) error {
 	start := time.Now()
 	err := o.Store.Put(ctx, resource, f, value)
-	o.report("put", resource, f, start, err)
+	o.report(ctx, "put", resource, f, start, err)
 	return err
 }
 
 func (o *observed) Get(ctx context.Context, resource string, f Fence) ([]byte, error) {
 	start := time.Now()
 	v, err := o.Store.Get(ctx, resource, f)
-	o.report("get", resource, f, start, err)
+	o.report(ctx, "get", resource, f, start, err)
 	return v, err
 }
 
 func (o *observed) Delete(ctx context.Context, resource string, f Fence) error {
 	start := time.Now()
 	err := o.Store.Delete(ctx, resource, f)
-	o.report("delete", resource, f, start, err)
+	o.report(ctx, "delete", resource, f, start, err)
 	return err
 }
 
-func (o *observed) report(op, resource string, f Fence, start time.Time, err error) {
+func (o *observed) report(ctx context.Context, op, resource string, f Fence, start time.Time, err error) {
 	info := AccessInfo{Op: op, Resource: resource, Fence: f, Latency: time.Since(start), Err: err}
 	hook := o.h.Accepted
 	if err != nil {
@@ -99,6 +100,6 @@ func (o *observed) report(op, resource string, f Fence, start time.Time, err err
 		}
 	}
 	if hook != nil {
-		hook(info)
+		hook(ctx, info)
 	}
 }

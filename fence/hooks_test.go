@@ -14,9 +14,9 @@ import (
 func TestObserve_conformance(t *testing.T) {
 	fencetest.Run(t, func(t *testing.T) fence.Store {
 		return fence.Observe(&fence.Memory{}, &fence.Hooks{
-			Accepted: func(fence.AccessInfo) {},
-			Stale:    func(fence.AccessInfo) {},
-			Failed:   func(fence.AccessInfo) {},
+			Accepted: func(context.Context, fence.AccessInfo) {},
+			Stale:    func(context.Context, fence.AccessInfo) {},
+			Failed:   func(context.Context, fence.AccessInfo) {},
 		})
 	})
 }
@@ -27,8 +27,8 @@ func TestObserve(t *testing.T) {
 		events []string
 		infos  []fence.AccessInfo
 	)
-	rec := func(kind string) func(fence.AccessInfo) {
-		return func(i fence.AccessInfo) {
+	rec := func(kind string) func(context.Context, fence.AccessInfo) {
+		return func(_ context.Context, i fence.AccessInfo) {
 			mu.Lock()
 			defer mu.Unlock()
 			events = append(events, kind+" "+i.Op)

@@ -44,3 +44,21 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+func FuzzTokenOrder(f *testing.F) {
+	fencetest.FuzzTokenOrder(f, &fence.Memory{})
+}
+
+// TestMemory_concurrentRounds repeats the concurrent load: a Memory that
+// let go of its mutex between the check and the record would be seen
+// only in the rare round where another writer takes the mutex in that
+// instant.
+func TestMemory_concurrentRounds(t *testing.T) {
+	var m fence.Memory
+	for range 200 {
+		fencetest.Concurrent(t, &m)
+		if t.Failed() {
+			return
+		}
+	}
+}

@@ -29,6 +29,9 @@ func Example() {
 			continue
 		}
 		for _, s := range f.GetMetric() {
+			if s.GetCounter().GetValue() == 0 {
+				continue // every series exists from New on, at 0
+			}
 			fmt.Print(f.GetName(), "{")
 			for i, l := range s.GetLabel() {
 				if i > 0 {

@@ -7,10 +7,18 @@
 //	m := fenceprom.New(nil)
 //	prometheus.MustRegister(m)
 //	c := fencelock.New(rdb, &fencelock.Options{Hooks: m.Hooks()})
-//	store := fence.Observe(fence.NewRedis(...), m.FenceHooks())
+//	store := fence.Observe(redisfence.New(rdb, nil), m.FenceHooks())
 //
 // Lock and resource names are not labels unless Options asks for them:
 // each distinct name would be a time series of its own.
+//
+// Every series whose labels are known in advance exists, at zero, from
+// New on, so that a query such as increase(fencelock_leases_lost_total[10m])
+// sees a process's first loss: a counter that appears at 1 shows no
+// increase. With LockLabel or ResourceLabel, a name's series are made at
+// zero when the name is first seen (a lock's first acquisition attempt, a
+// resource's first fenced access); an event in the same scrape interval
+// as that first sight can still be missed.
 package fenceprom
 
 import (
@@ -62,7 +70,6 @@ const (
 	resultNotAcquired   = "not_acquired"
 	resultNotReplicated = "not_replicated"
 	resultOK            = "ok"
-	resultFailed        = "failed"
 	resultLost          = "lost"
 	resultError         = "error"
 	resultAccepted      = "accepted"
@@ -92,7 +99,18 @@ type Collector struct {
 
 	mu     sync.Mutex
 	leases map[string]struct{} // IDs of the leases held
+	seen   map[string]struct{} // lock names, and lock and resource names, whose series exist
 }
+
+// The label values each metric can have, made at zero before any event.
+var (
+	attemptResults = []string{resultAcquired, resultNotAcquired, resultError}
+	acquireResults = []string{resultAcquired, resultNotAcquired, resultNotReplicated, resultError}
+	renewResults   = []string{resultOK, resultError, resultLost}
+	releaseResults = []string{resultOK, resultLost, resultError}
+	accessOps      = []string{"put", "get", "delete"}
+	accessResults  = []string{resultAccepted, resultStale, resultError}
+)
 
 // New returns a Collector configured by opts.
 func New(opts *Options) *Collector {
@@ -106,7 +124,7 @@ func New(opts *Options) *Collector {
 	if o.DurationBuckets == nil {
 		o.DurationBuckets = defaultDurationBuckets
 	}
-	c := &Collector{lockLabel: o.LockLabel, resourceLabel: o.ResourceLabel, leases: map[string]struct{}{}}
+	c := &Collector{lockLabel: o.LockLabel, resourceLabel: o.ResourceLabel, leases: map[string]struct{}{}, seen: map[string]struct{}{}}
 	lock := func(labels ...string) []string {
 		if o.LockLabel {
 			return append([]string{"lock"}, labels...)
@@ -128,7 +146,7 @@ func New(opts *Options) *Collector {
 	c.wait = histogram("fencelock_acquire_wait_seconds",
 		"Time from the first attempt of a successful acquisition to the lock being acquired.", o.DurationBuckets)
 	c.renewals = counter("fencelock_renewals_total",
-		"Renewal round trips, by result: ok, failed (the lease lives on until its deadline), lost.", "result")
+		"Renewal round trips, by result: ok, error (a Redis or network error; the lease lives on until its deadline), lost.", "result")
 	c.renewLatency = histogram("fencelock_renew_duration_seconds",
 		"Duration of renewal round trips.", o.LatencyBuckets)
 	c.lost = counter("fencelock_leases_lost_total",
@@ -137,8 +155,8 @@ func New(opts *Options) *Collector {
 		"Releases, by result: ok, lost (the lease had been lost or the lock was gone or taken), error.", "result")
 	c.releaseLatency = histogram("fencelock_release_duration_seconds",
 		"Duration of release round trips.", o.LatencyBuckets)
-	c.heldFor = histogram("fencelock_lease_held_seconds",
-		"How long leases were held, from acquisition to release or loss.", o.DurationBuckets)
+	c.heldFor = histogram("fencelock_lease_duration_seconds",
+		"How long leases lasted, from acquisition to release or loss.", o.DurationBuckets)
 	c.held = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencelock_leases_held",
 		Help: "Leases acquired and neither released nor lost yet.",
@@ -158,7 +176,83 @@ func New(opts *Options) *Collector {
 		Help:    "Duration of fenced accesses to protected resources.",
 		Buckets: o.LatencyBuckets,
 	}, fenceLabels("op"))
+	if !o.LockLabel {
+		c.initLock("")
+		if !o.ResourceLabel {
+			c.initAccesses("", "")
+		}
+	}
 	return c
+}
+
+// initLock makes the lock-side series of one lock name (any, if the lock
+// is not a label) at zero.
+func (c *Collector) initLock(lock string) {
+	for _, r := range attemptResults {
+		c.attempts.WithLabelValues(c.labels(lock, r)...)
+	}
+	for _, r := range acquireResults {
+		c.acquires.WithLabelValues(c.labels(lock, r)...)
+	}
+	for _, r := range renewResults {
+		c.renewals.WithLabelValues(c.labels(lock, r)...)
+	}
+	for _, r := range releaseResults {
+		c.releases.WithLabelValues(c.labels(lock, r)...)
+	}
+	for _, h := range []*prometheus.HistogramVec{c.attemptLatency, c.wait, c.renewLatency, c.releaseLatency, c.heldFor} {
+		h.WithLabelValues(c.labels(lock)...)
+	}
+	c.lost.WithLabelValues(c.labels(lock)...)
+	c.held.WithLabelValues(c.labels(lock)...)
+}
+
+// initAccesses makes the fence series of one lock and resource at zero.
+func (c *Collector) initAccesses(lock, resource string) {
+	for _, op := range accessOps {
+		values := []string{op}
+		if c.resourceLabel {
+			values = append([]string{resource}, values...)
+		}
+		for _, r := range accessResults {
+			c.accesses.WithLabelValues(c.labels(lock, append(values, r)...)...)
+		}
+		c.accessLatency.WithLabelValues(c.labels(lock, values...)...)
+	}
+}
+
+// sawLock makes the series of lock if it is a label and this is its first
+// sight.
+func (c *Collector) sawLock(lock string) {
+	if c.lockLabel && c.firstSight(lock) {
+		c.initLock(lock)
+	}
+}
+
+// sawAccess does the same for the fence series of lock and resource.
+func (c *Collector) sawAccess(lock, resource string) {
+	if !c.lockLabel && !c.resourceLabel {
+		return
+	}
+	if !c.resourceLabel {
+		resource = ""
+	}
+	if !c.lockLabel {
+		lock = ""
+	}
+	if c.firstSight("\x00" + lock + "\x00" + resource) {
+		c.initAccesses(lock, resource)
+	}
+}
+
+func (c *Collector) firstSight(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[key]; ok {
+		return false
+	}
+	c.seen[key] = struct{}{}
+	return true
 }
 
 func (c *Collector) collectors() []prometheus.Collector {
@@ -207,6 +301,7 @@ func (c *Collector) labels(lock string, values ...string) []string {
 }
 
 func (c *Collector) acquireAttempt(_ context.Context, i fencelock.AcquireAttemptInfo) {
+	c.sawLock(i.Name)
 	result := resultError
 	switch {
 	case i.Err == nil:
@@ -219,6 +314,7 @@ func (c *Collector) acquireAttempt(_ context.Context, i fencelock.AcquireAttempt
 }
 
 func (c *Collector) acquireDone(_ context.Context, i fencelock.AcquireDoneInfo) {
+	c.sawLock(i.Name)
 	result := resultError
 	switch {
 	case i.Err == nil:
@@ -240,7 +336,8 @@ func (c *Collector) acquireDone(_ context.Context, i fencelock.AcquireDoneInfo) 
 }
 
 func (c *Collector) renewDone(_ context.Context, i fencelock.RenewInfo) {
-	result := resultFailed
+	c.sawLock(i.Name)
+	result := resultError
 	switch {
 	case i.Err == nil:
 		result = resultOK
@@ -252,11 +349,13 @@ func (c *Collector) renewDone(_ context.Context, i fencelock.RenewInfo) {
 }
 
 func (c *Collector) leaseLost(_ context.Context, i fencelock.LostInfo) {
+	c.sawLock(i.Name)
 	c.lost.WithLabelValues(c.labels(i.Name)...).Inc()
 	c.ended(i.Name, i.LeaseID, i.Held.Seconds())
 }
 
 func (c *Collector) releaseDone(_ context.Context, i fencelock.ReleaseInfo) {
+	c.sawLock(i.Name)
 	result := resultError
 	switch {
 	case i.Err == nil:
@@ -283,7 +382,7 @@ func (c *Collector) ended(name, id string, held float64) {
 	c.heldFor.WithLabelValues(c.labels(name)...).Observe(held)
 }
 
-func (c *Collector) access(i fence.AccessInfo) {
+func (c *Collector) access(_ context.Context, i fence.AccessInfo) {
 	result := resultError
 	switch {
 	case i.Err == nil:
@@ -295,6 +394,7 @@ func (c *Collector) access(i fence.AccessInfo) {
 	if errors.Is(i.Err, fence.ErrInvalid) {
 		lock = "" // whatever a client sent: no label values from it
 	}
+	c.sawAccess(lock, i.Resource)
 	values := []string{i.Op, result}
 	if c.resourceLabel {
 		values = append([]string{i.Resource}, values...)

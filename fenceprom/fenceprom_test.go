@@ -121,14 +121,24 @@ func TestCollector(t *testing.T) {
 # HELP fencelock_acquire_attempts_total Acquisition round trips, by result: acquired (a token was issued), not_acquired (another lease holds the lock), error.
 # TYPE fencelock_acquire_attempts_total counter
 fencelock_acquire_attempts_total{result="acquired"} 2
+fencelock_acquire_attempts_total{result="error"} 0
 fencelock_acquire_attempts_total{result="not_acquired"} 1
 # HELP fencelock_acquires_total TryAcquire and Acquire calls, by result: acquired, not_acquired (held by another lease, or Acquire's context ended), not_replicated, error.
 # TYPE fencelock_acquires_total counter
 fencelock_acquires_total{result="acquired"} 2
+fencelock_acquires_total{result="error"} 0
 fencelock_acquires_total{result="not_acquired"} 1
+fencelock_acquires_total{result="not_replicated"} 0
 # HELP fencelock_fence_accesses_total Fenced accesses to protected resources (put, get, delete), by result: accepted, stale (refused: the resource accepted a newer fence), error.
 # TYPE fencelock_fence_accesses_total counter
+fencelock_fence_accesses_total{op="delete",result="accepted"} 0
+fencelock_fence_accesses_total{op="delete",result="error"} 0
+fencelock_fence_accesses_total{op="delete",result="stale"} 0
+fencelock_fence_accesses_total{op="get",result="accepted"} 0
+fencelock_fence_accesses_total{op="get",result="error"} 0
+fencelock_fence_accesses_total{op="get",result="stale"} 0
 fencelock_fence_accesses_total{op="put",result="accepted"} 2
+fencelock_fence_accesses_total{op="put",result="error"} 0
 fencelock_fence_accesses_total{op="put",result="stale"} 1
 # HELP fencelock_leases_held Leases acquired and neither released nor lost yet.
 # TYPE fencelock_leases_held gauge
@@ -138,10 +148,12 @@ fencelock_leases_held 0
 fencelock_leases_lost_total 1
 # HELP fencelock_releases_total Releases, by result: ok, lost (the lease had been lost or the lock was gone or taken), error.
 # TYPE fencelock_releases_total counter
+fencelock_releases_total{result="error"} 0
 fencelock_releases_total{result="lost"} 1
 fencelock_releases_total{result="ok"} 1
-# HELP fencelock_renewals_total Renewal round trips, by result: ok, failed (the lease lives on until its deadline), lost.
+# HELP fencelock_renewals_total Renewal round trips, by result: ok, error (a Redis or network error; the lease lives on until its deadline), lost.
 # TYPE fencelock_renewals_total counter
+fencelock_renewals_total{result="error"} 0
 fencelock_renewals_total{result="lost"} 1
 fencelock_renewals_total{result="ok"} 1
 `
@@ -162,11 +174,73 @@ fencelock_renewals_total{result="ok"} 1
 		{"fencelock_acquire_wait_seconds", nil, 2},
 		{"fencelock_renew_duration_seconds", nil, 2},
 		{"fencelock_release_duration_seconds", nil, 2},
-		{"fencelock_lease_held_seconds", nil, 2}, // the old lease counts once: lost, then released
+		{"fencelock_lease_duration_seconds", nil, 2}, // the old lease counts once: lost, then released
 		{"fencelock_fence_access_duration_seconds", map[string]string{"op": "put"}, 3},
 	} {
 		if got := sample(t, reg, h.name, h.labels); got != h.want {
 			t.Errorf("%s%v sample count = %v, want %v", h.name, h.labels, got, h.want)
+		}
+	}
+}
+
+// TestCollector_zeroBeforeEvents shows that every series exists, at 0,
+// right after registration, so that increase() over a counter sees the
+// first event: a series that appears at 1 shows no increase.
+func TestCollector_zeroBeforeEvents(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(fenceprom.New(nil))
+	want := `
+# HELP fencelock_leases_held Leases acquired and neither released nor lost yet.
+# TYPE fencelock_leases_held gauge
+fencelock_leases_held 0
+# HELP fencelock_leases_lost_total Leases lost: the lock was found gone or taken, or the lease's deadline passed without a renewal.
+# TYPE fencelock_leases_lost_total counter
+fencelock_leases_lost_total 0
+# HELP fencelock_renewals_total Renewal round trips, by result: ok, error (a Redis or network error; the lease lives on until its deadline), lost.
+# TYPE fencelock_renewals_total counter
+fencelock_renewals_total{result="error"} 0
+fencelock_renewals_total{result="lost"} 0
+fencelock_renewals_total{result="ok"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"fencelock_leases_held", "fencelock_leases_lost_total", "fencelock_renewals_total"); err != nil {
+		t.Error(err)
+	}
+	for _, s := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"fencelock_acquire_attempts_total", map[string]string{"result": "error"}},
+		{"fencelock_acquires_total", map[string]string{"result": "not_replicated"}},
+		{"fencelock_releases_total", map[string]string{"result": "lost"}},
+		{"fencelock_fence_accesses_total", map[string]string{"op": "put", "result": "stale"}},
+		{"fencelock_fence_accesses_total", map[string]string{"op": "delete", "result": "error"}},
+		{"fencelock_lease_duration_seconds", nil},
+		{"fencelock_fence_access_duration_seconds", map[string]string{"op": "get"}},
+	} {
+		if got := sample(t, reg, s.name, s.labels); got != 0 {
+			t.Errorf("%s%v = %v before any event, want 0", s.name, s.labels, got)
+		}
+	}
+}
+
+// With LockLabel, a lock's series are made at zero when the lock is first
+// seen, before its first loss.
+func TestCollector_zeroOnFirstSight(t *testing.T) {
+	m := fenceprom.New(&fenceprom.Options{LockLabel: true})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	m.Hooks().AcquireAttempt(t.Context(), fencelock.AcquireAttemptInfo{Name: "orders", Attempt: 1, Token: 7})
+	for _, s := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"fencelock_leases_lost_total", map[string]string{"lock": "orders"}},
+		{"fencelock_renewals_total", map[string]string{"lock": "orders", "result": "error"}},
+		{"fencelock_leases_held", map[string]string{"lock": "orders"}},
+	} {
+		if got := sample(t, reg, s.name, s.labels); got != 0 {
+			t.Errorf("%s%v = %v after the lock's first attempt, want 0", s.name, s.labels, got)
 		}
 	}
 }
@@ -204,10 +278,28 @@ func TestCollector_labels(t *testing.T) {
 	want := `
 # HELP fencelock_fence_accesses_total Fenced accesses to protected resources (put, get, delete), by result: accepted, stale (refused: the resource accepted a newer fence), error.
 # TYPE fencelock_fence_accesses_total counter
+fencelock_fence_accesses_total{lock="",op="delete",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="",op="delete",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="",op="delete",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="",op="get",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="",op="get",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="",op="get",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="",op="put",resource="order-1",result="accepted"} 0
 fencelock_fence_accesses_total{lock="",op="put",resource="order-1",result="error"} 1
+fencelock_fence_accesses_total{lock="",op="put",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="orders",op="delete",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="orders",op="delete",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="orders",op="delete",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="orders",op="get",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="orders",op="get",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="orders",op="get",resource="order-1",result="stale"} 0
 fencelock_fence_accesses_total{lock="orders",op="put",resource="order-1",result="accepted"} 1
+fencelock_fence_accesses_total{lock="orders",op="put",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="orders",op="put",resource="order-1",result="stale"} 0
 # HELP fencelock_releases_total Releases, by result: ok, lost (the lease had been lost or the lock was gone or taken), error.
 # TYPE fencelock_releases_total counter
+fencelock_releases_total{lock="orders",result="error"} 0
+fencelock_releases_total{lock="orders",result="lost"} 0
 fencelock_releases_total{lock="orders",result="ok"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
@@ -259,7 +351,7 @@ func TestCollector_lint(t *testing.T) {
 	h.RenewDone(ctx, fencelock.RenewInfo{Name: "a"})
 	h.LeaseLost(ctx, fencelock.LostInfo{Name: "a", LeaseID: "x"})
 	h.ReleaseDone(ctx, fencelock.ReleaseInfo{Name: "a"})
-	fh.Accepted(fence.AccessInfo{Op: "put", Resource: "r", Fence: fence.Fence{Lock: "a", Token: 1, Lease: "x"}})
+	fh.Accepted(ctx, fence.AccessInfo{Op: "put", Resource: "r", Fence: fence.Fence{Lock: "a", Token: 1, Lease: "x"}})
 	problems, err := testutil.CollectAndLint(m)
 	if err != nil {
 		t.Fatalf("CollectAndLint() error = %v", err)
@@ -267,7 +359,11 @@ func TestCollector_lint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	if n := testutil.CollectAndCount(m); n != 13 {
-		t.Errorf("CollectAndCount() = %d series, want 13 (one per metric)", n)
+	// Every label set of lock "a" and resource "r", made at zero on
+	// first sight: 3 attempt, 4 acquire, 3 renewal and 3 release results,
+	// 5 histograms, the loss counter, the gauge; 3 ops by 3 results and 3
+	// latency histograms.
+	if n, want := testutil.CollectAndCount(m), 3+4+3+3+5+1+1+9+3; n != want {
+		t.Errorf("CollectAndCount() = %d series, want %d", n, want)
 	}
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,52 +16,93 @@ import (
 
 const defaultRedisURL = "redis://127.0.0.1:6379"
 
-// redisURLHelp documents --redis; the README's REDIS_URL row says the same.
-const redisURLHelp = "Redis `URL`, one of:\n" +
-	"        redis://[user:password@]host:port[/db]    one node (rediss:// for TLS, or unix:///path?db=N)\n" +
-	"        redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[/db]\n" +
-	"                                                  the master that these Sentinels name MASTER\n" +
-	"                                                  (rediss+sentinel:// for TLS; user:password are the Sentinels')\n" +
-	"        redis+cluster://[user:password@]host:port[,host:port...]\n" +
-	"                                                  a Cluster, found from these seed nodes (rediss+cluster:// for TLS)\n" +
-	"      More addresses may also come as ?addr=host:port (IPv6: ?addr=[::1]:26379), as go-redis accepts.\n" +
-	"      The user and password of a node, a Cluster's nodes or a Sentinel group's master may come from\n" +
-	"      REDIS_USERNAME and REDIS_PASSWORD (for redis+sentinel://, only from them)"
+// redisURLHelp is --redis's help in each command's -h; "fencelock -h"
+// and the README's REDIS_URL row list every URL form.
+const redisURLHelp = "Redis `URL`: redis://host:port[/db], rediss:// (TLS), unix:///path,\n" +
+	"      redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER or redis+cluster://HOST:PORT[,HOST:PORT...]\n" +
+	"      (every form: fencelock -h)"
+
+// defaultTimeout bounds connecting and each request that does not wait
+// for a lock; go-redis's own dial timeout is the same.
+const defaultTimeout = 5 * time.Second
 
 // conn holds the connection and lock flags that most commands share.
 type conn struct {
-	url    string
-	prefix string
-	ttl    time.Duration
-	hooks  *fencelock.Hooks // for the lock client, if set
+	url     string
+	prefix  string
+	ttl     time.Duration // 0 for commands without --ttl
+	timeout time.Duration
+	hooks   *fencelock.Hooks // for the lock client, if set
 }
 
-// addConn registers --redis and --prefix on cmd.
+// addConn registers --redis, --prefix and --timeout on cmd.
 func (cn *conn) addConn(cmd *command) {
 	cmd.fs.StringVar(&cn.url, "redis", defaultRedisURL, redisURLHelp)
 	cmd.fromEnv("redis", "REDIS_URL")
 	cmd.fs.StringVar(&cn.prefix, "prefix", "fencelock:", "`prefix` of every lock key, as in fencelock.Options.Prefix")
 	cmd.fromEnv("prefix", "FENCELOCK_PREFIX")
+	cmd.duration(&cn.timeout, "timeout", defaultTimeout, "how long to wait for Redis to answer when connecting (through the Sentinels, if any)\n      and for each request that does not wait for the lock (a `duration`)")
+	cmd.fromEnv("timeout", "FENCELOCK_TIMEOUT")
 }
 
-// addTTL registers --ttl on cmd.
-func (cn *conn) addTTL(cmd *command) {
-	cmd.fs.DurationVar(&cn.ttl, "ttl", 10*time.Second, "lease TTL (a `duration`): how long the lock outlives its holder without renewal")
-	cmd.fromEnv("ttl", "FENCELOCK_TTL")
+// addTTL registers --ttl on cmd; envs are the environment variables that
+// may set it, the first set winning.
+func (cn *conn) addTTL(cmd *command, envs ...string) {
+	cmd.duration(&cn.ttl, "ttl", 10*time.Second, "lease TTL (a `duration`): how long the lock outlives its holder without renewal")
+	cmd.fromEnv("ttl", envs...)
 }
 
 // check validates the flags without connecting, so usage errors come
 // before any network traffic.
-func (cn *conn) check(getenv func(string) string) (*redisTarget, error) {
-	if cn.ttl != 0 {
-		if err := durationIn("ttl", cn.ttl, fencelock.MinTTL, fencelock.MaxTTL); err != nil {
+func (cn *conn) check(cmd *command) (*redisTarget, error) {
+	if cmd.fs.Lookup("ttl") != nil {
+		if err := cmd.durationIn("ttl", cn.ttl, fencelock.MinTTL, fencelock.MaxTTL); err != nil {
 			return nil, err
 		}
+	}
+	if err := cmd.durationIn("timeout", cn.timeout, time.Millisecond, time.Hour); err != nil {
+		return nil, err
 	}
 	if cn.prefix == "" {
 		return nil, usageErrorf("--prefix must not be empty")
 	}
-	return redisOptions(cn.url, getenv)
+	t, err := redisOptions(cn.url, cmd.c.getenv)
+	if err != nil {
+		return nil, err
+	}
+	t.setDialTimeout(cn.timeout)
+	t.honourDeadlines()
+	return t, nil
+}
+
+// connect makes a client for t and checks, within --timeout, that Redis
+// answers: through a Sentinel group, that the Sentinels name a master
+// that answers. An unreachable server is reported at once, not after
+// go-redis's retries, and not as a lock that could not be acquired.
+func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalClient, error) {
+	rdb := t.client()
+	pctx, cancel := context.WithTimeoutCause(ctx, cn.timeout, errNoAnswer)
+	defer cancel()
+	err := rdb.Ping(pctx).Err()
+	if err == nil {
+		return rdb, nil
+	}
+	rdb.Close()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("interrupted (%v) while connecting to %s", context.Cause(ctx), redactedURL(cn.url))
+	}
+	if context.Cause(pctx) == errNoAnswer {
+		return nil, fmt.Errorf("cannot reach Redis at %s: no answer within --timeout %v (%v)", redactedURL(cn.url), cn.timeout, err)
+	}
+	return nil, fmt.Errorf("cannot reach Redis at %s: %v", redactedURL(cn.url), err)
+}
+
+var errNoAnswer = errors.New("no answer within --timeout")
+
+// request returns a context for one request that does not wait for a
+// lock: bounded by --timeout.
+func (cn *conn) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cn.timeout)
 }
 
 // redisTarget is what --redis names: exactly one of a single node, a
@@ -78,6 +123,39 @@ func (t *redisTarget) client() redis.UniversalClient {
 		return redis.NewClusterClient(t.cluster)
 	}
 	return redis.NewClient(t.node)
+}
+
+// setDialTimeout lowers go-redis's dial timeout to d, so that one dial
+// cannot outlast --timeout.
+func (t *redisTarget) setDialTimeout(d time.Duration) {
+	set := func(p *time.Duration) {
+		if *p == 0 || *p > d {
+			*p = d
+		}
+	}
+	switch {
+	case t.failover != nil:
+		set(&t.failover.DialTimeout)
+	case t.cluster != nil:
+		set(&t.cluster.DialTimeout)
+	default:
+		set(&t.node.DialTimeout)
+	}
+}
+
+// honourDeadlines makes go-redis stop waiting for a reply when the
+// request's context ends, not only after its ReadTimeout: a renewal sent
+// to a frozen Redis must not outlive the lease's deadline, nor keep
+// Release (which waits for it) and run waiting.
+func (t *redisTarget) honourDeadlines() {
+	switch {
+	case t.failover != nil:
+		t.failover.ContextTimeoutEnabled = true
+	case t.cluster != nil:
+		t.cluster.ContextTimeoutEnabled = true
+	default:
+		t.node.ContextTimeoutEnabled = true
+	}
 }
 
 // redisOptions turns a URL into client options: a single node
@@ -105,6 +183,9 @@ func redisOptions(raw string, getenv func(string) string) (*redisTarget, error) 
 }
 
 func nodeOptions(raw string, u *url.URL, getenv func(string) string) (*redisTarget, error) {
+	if u.Scheme != "unix" && u.Port() != "" && !validPort(u.Port()) {
+		return nil, usageErrorf("--redis %s: port %q is not a number from 1 to 65535", redact(u), u.Port())
+	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
 		return nil, parseError(u, err)
@@ -201,16 +282,22 @@ func hostList(u *url.URL, defaultPort string) ([]string, error) {
 		if hu.Port() == "" {
 			h = strings.TrimSuffix(h, ":") + ":" + defaultPort
 		}
-		if _, port, err := net.SplitHostPort(h); err != nil || !allDigits(port) {
+		_, port, err := net.SplitHostPort(h)
+		if err != nil {
 			return nil, usageErrorf("--redis %s: want host:port[,host:port...] before the path", redact(u))
+		}
+		if !validPort(port) {
+			return nil, usageErrorf("--redis %s: port %q is not a number from 1 to 65535", redact(u), port)
 		}
 		hosts = append(hosts, h)
 	}
 	return hosts, nil
 }
 
-func allDigits(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
+// validPort reports whether s is a TCP port number, 1 to 65535.
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && strings.Trim(s, "0123456789") == "" && n >= 1 && n <= 65535
 }
 
 // parseError reports a go-redis parse error as a usage error, with the
@@ -223,15 +310,14 @@ func parseError(u *url.URL, err error) error {
 	return usageErrorf("--redis %s: %s", redact(u), msg)
 }
 
-// locks connects and returns the lock client for cn's flags; renew says
+// locks returns the lock client on rdb for cn's flags; renew says
 // whether leases are renewed in the background.
-func (cn *conn) locks(t *redisTarget, renew bool) (*fencelock.Client, redis.UniversalClient) {
-	rdb := t.client()
+func (cn *conn) locks(rdb redis.UniversalClient, renew bool) *fencelock.Client {
 	o := &fencelock.Options{TTL: cn.ttl, Prefix: cn.prefix, Hooks: cn.hooks}
 	if !renew {
 		o.RenewInterval = -1
 	}
-	return fencelock.New(rdb, o), rdb
+	return fencelock.New(rdb, o)
 }
 
 // lockKey and tokenKey follow the key layout of DESIGN.md §3, which the

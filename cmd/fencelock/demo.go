@@ -30,20 +30,26 @@ Without --redis, demo starts its own redis-server from PATH on a free
 demo never writes to a server you did not name). With --redis, it uses
 keys under fencelock:demo:RANDOM: and deletes them afterwards.`
 
+const demoExits = `  0    the demo ran: the stale write was accepted unfenced, rejected fenced
+  2    usage error: bad flags or arguments
+  125  the demo could not run (no redis-server, Redis unreachable) or did
+       not end as it should
+`
+
 func (c *cli) demo(ctx context.Context, args []string) int {
 	var (
 		rawURL string
 		ttl    time.Duration
 	)
-	cmd := c.command("demo", "[flags]", demoAbout)
+	cmd := c.command("demo", "[flags]", demoAbout, demoExits)
 	cmd.fs.StringVar(&rawURL, "redis", "", "use the Redis node at `URL` (redis://, rediss:// or unix://) instead of starting redis-server")
-	cmd.fs.DurationVar(&ttl, "ttl", 400*time.Millisecond, "holder A's lease TTL, which its pause outlasts")
+	cmd.duration(&ttl, "ttl", 400*time.Millisecond, "holder A's lease TTL, which its pause outlasts (a `duration`)")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 0 || dashes) {
 		err = usageErrorf("demo takes no arguments")
 	}
 	if err == nil {
-		err = durationIn("ttl", ttl, 50*time.Millisecond, 5*time.Second)
+		err = cmd.durationIn("ttl", ttl, 50*time.Millisecond, 5*time.Second)
 	}
 	var opts *redis.Options
 	if err == nil && rawURL != "" {

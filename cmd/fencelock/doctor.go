@@ -34,6 +34,12 @@ Works on managed servers where CONFIG is disabled: what only CONFIG can
 tell is reported as not checked. Exits 1 if a finding is critical, 125 if
 the server cannot be reached.`
 
+const doctorExits = `  0    no finding is critical
+  1    a finding is critical
+  2    usage error: bad flags or arguments
+  125  the server could not be reached
+`
+
 // Severities, from best to worst.
 const (
 	sevOK       = "ok"
@@ -55,6 +61,9 @@ type doctorReport struct {
 	Findings []finding `json:"findings"`
 	Critical int       `json:"critical"`
 	Warnings int       `json:"warnings"`
+
+	delex, delifeq bool // a server audited has DELEX, DELIFEQ (COMMAND INFO)
+	cluster        bool
 }
 
 func (r *doctorReport) add(check, sev, msg, fix string) {
@@ -72,9 +81,9 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 		cn     conn
 		asJSON bool
 	)
-	cmd := c.command("doctor", "[flags]", doctorAbout)
+	cmd := c.command("doctor", "[flags]", doctorAbout, doctorExits)
 	cn.addConn(cmd)
-	cn.addTTL(cmd)
+	cn.addTTL(cmd, "FENCELOCK_TTL")
 	cmd.fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 0 || dashes) {
@@ -82,7 +91,7 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 	}
 	var target *redisTarget
 	if err == nil {
-		target, err = cn.check(c.getenv)
+		target, err = cn.check(cmd)
 	}
 	if err != nil {
 		return cmd.exit(err)
@@ -155,7 +164,9 @@ func diagnose(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorRepor
 func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, rep *doctorReport) bool {
 	cc := redis.NewClusterClient(opts)
 	defer cc.Close()
-	if err := cc.Ping(ctx).Err(); err != nil {
+	pctx, cancel := cn.request(ctx)
+	defer cancel()
+	if err := cc.Ping(pctx).Err(); err != nil {
 		rep.add("connect", sevCritical, "cannot reach the Cluster: "+err.Error(),
 			"check --redis (or REDIS_URL) names Cluster nodes, REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss+cluster://) and the network")
 		return false
@@ -181,11 +192,15 @@ func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, 
 		if rep.Server == "" {
 			rep.Server = sub.Server
 		}
+		// A Cluster mid-upgrade mixes versions: the ACL must allow what
+		// any master's version makes the library send.
+		rep.delex, rep.delifeq = rep.delex || sub.delex, rep.delifeq || sub.delifeq
 		for _, f := range sub.Findings {
 			rep.add(f.Check, f.Severity, node.Options().Addr+": "+f.Message, f.Fix)
 		}
 	}
 	rep.add("mode", sevOK, fmt.Sprintf("Cluster of %d masters, each audited above", len(masters)), "")
+	rep.cluster = true
 	checkLock(ctx, cc, cn, rep)
 	return true
 }
@@ -195,7 +210,9 @@ func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, 
 // whether the server was reached, and whether it holds data (the test
 // lock makes sense there).
 func diagnoseNode(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, cn *conn, rep *doctorReport, via int) (reachable, data bool) {
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	pctx, cancel := cn.request(ctx)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
 		rep.add("connect", sevCritical, "cannot reach the server: "+err.Error(),
 			"check --redis (or REDIS_URL), REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss://) and the network")
 		return false, false
@@ -242,10 +259,15 @@ func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
 	if inf["server_name"] == "valkey" {
 		flavour, minVersion = "Valkey", "7.2"
 		if v := inf["valkey_version"]; v != "" {
-			version = v
+			version = v // Valkey's redis_version is the Redis it is compatible with
 		}
 	}
+	// Valkey >= 8 says server_mode, unless extended-redis-compatibility
+	// is on; Redis says redis_mode.
 	mode := inf["redis_mode"]
+	if mode == "" {
+		mode = inf["server_mode"]
+	}
 	if mode == "" {
 		mode = "standalone"
 	}
@@ -310,6 +332,7 @@ func checkCommands(ctx context.Context, rdb *redis.Client, keys redis.UniversalC
 			lack = append(lack, n)
 		}
 	}
+	rep.delex, rep.delifeq = reply[0] != nil, reply[1] != nil
 	// SET ... IFEQ is an option, not a command: try it on a key of ours.
 	key := cn.prefix + "doctor:{probe-" + randomHex() + "}"
 	err = keys.Do(ctx, "SET", key, "x", "IFEQ", "x", "PX", 1000).Err()
@@ -513,7 +536,7 @@ func checkLock(ctx context.Context, rdb redis.UniversalClient, cn *conn, rep *do
 	for range 2 {
 		l, err := locks.TryAcquire(ctx, name)
 		if err != nil {
-			rep.add("lock", sevCritical, "test acquire failed: "+err.Error(), "see the findings above; the ACL user needs EVAL/EVALSHA, GET, SET, DEL, PEXPIRE, PTTL, TIME, PUBLISH on "+prefix+"*")
+			rep.add("lock", sevCritical, "test acquire failed: "+message(err), "see the findings above; "+aclNeeds(cn.prefix, rep))
 			return
 		}
 		tokens = append(tokens, l.Token())
@@ -532,6 +555,38 @@ func checkLock(ctx context.Context, rdb redis.UniversalClient, cn *conn, rep *do
 		return
 	}
 	rep.add("lock", sevOK, fmt.Sprintf("acquire, renew and release work; tokens %d then %d (lock %q under %q)", tokens[0], tokens[1], name, prefix), "")
+}
+
+// aclNeeds says what the ACL user must be allowed for fencelock to take,
+// renew and release locks under prefix (the library and this command),
+// on the servers audited: the native commands where they have them
+// (COMMAND INFO answers whatever the ACL allows), the Lua scripts
+// elsewhere. Every script's own calls count too: ACLs apply inside
+// scripts.
+func aclNeeds(prefix string, rep *doctorReport) string {
+	native, rule := "", []string{"+evalsha", "+eval", "+get", "+set", "+pttl", "+time"}
+	switch {
+	case rep.delex && rep.delifeq: // a mixed Cluster
+		native = "SET (renew: SET IFEQ) and DELEX or DELIFEQ (release), native on these servers"
+		rule = append(rule, "+delex", "+delifeq")
+	case rep.delex:
+		native = "SET (renew: SET IFEQ) and DELEX (release), native on this server"
+		rule = append(rule, "+delex")
+	case rep.delifeq:
+		native = "SET (renew: SET IFEQ) and DELIFEQ (release), native on this server"
+		rule = append(rule, "+delifeq")
+	default:
+		native = "EVALSHA and EVAL for renew and release too (this server has no DELEX or DELIFEQ): their scripts call GET, PEXPIRE and DEL"
+	}
+	// The Lua fallbacks stay allowed: a server that loses its native
+	// commands (a downgrade, a failover to an older replica) needs them.
+	rule = append(rule, "+pexpire", "+del", "+publish", "+subscribe", "+unsubscribe")
+	if rep.cluster {
+		rule = append(rule, "+spublish", "+ssubscribe", "+sunsubscribe")
+	}
+	rule = append(rule, "+command|info", "+multi", "+exec", "+ping", "+client|setname")
+	return fmt.Sprintf("the ACL user needs, on keys and channels %s*: EVALSHA and EVAL (acquire; the script calls GET, SET, PTTL and TIME), %s; PUBLISH and SUBSCRIBE (waking waiters) and COMMAND INFO (finding native commands); for the fencelock command also MULTI, EXEC, PING and CLIENT SETNAME: ACL SETUSER USER ~%[1]s* &%[1]s* %[3]s",
+		prefix, native, strings.Join(rule, " "))
 }
 
 func randomHex() string {

@@ -157,3 +157,122 @@ func TestDoctor_cluster(t *testing.T) {
 		t.Errorf("doctor on a Cluster without slots: exit = %d, want %d", code, exitCritical)
 	}
 }
+
+// infoField reads one field of INFO's reply, as the test's own check.
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// doctor names the server as Redis or Valkey, with its own version (not
+// the Redis version Valkey says it is compatible with).
+func TestDoctor_serverFlavour(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	info := s.Client(t).Info(t.Context(), "server").Val()
+	want := "Redis " + infoField(info, "redis_version")
+	if infoField(info, "server_name") == "valkey" {
+		want = "Valkey " + infoField(info, "valkey_version")
+	}
+	_, rep, fs := doctorJSON(t, s)
+	if rep.Server != want+", standalone" {
+		t.Errorf("server = %q, want %q", rep.Server, want+", standalone")
+	}
+	wantFinding(t, fs, "server", sevOK, want)
+}
+
+// When the test acquire fails for want of permissions, the fix lists what
+// the library sends on this server: DELEX and SET on Redis >= 8.4,
+// DELIFEQ and SET on Valkey >= 9, the scripts elsewhere. The ACL rule it
+// gives is enough for run, acquire, status, renew and release.
+func TestDoctor_aclNeeds(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	ctx := t.Context()
+	reply, err := rdb.Do(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ").Slice()
+	if err != nil || len(reply) != 2 {
+		t.Fatalf("COMMAND INFO: %v, %v", reply, err)
+	}
+	delex, delifeq := reply[0] != nil, reply[1] != nil
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-@scripting").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.env = map[string]string{"REDIS_USERNAME": "noscripts", "REDIS_PASSWORD": "pw"}
+	h.run("doctor", "--json", "--redis", redisURL(s))
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(h.stdout.String()), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, h.stdout)
+	}
+	var lock finding
+	for _, f := range rep.Findings {
+		if f.Check == "lock" {
+			lock = f
+		}
+	}
+	if lock.Severity != sevCritical || !strings.Contains(lock.Message, "NOPERM") {
+		t.Fatalf("lock finding = %+v, want critical with NOPERM", lock)
+	}
+	for cmd, want := range map[string]bool{"EVALSHA": true, "DELEX (release)": delex, "DELIFEQ (release)": delifeq, "EVALSHA and EVAL for renew and release too": !delex && !delifeq} {
+		if got := strings.Contains(lock.Fix, cmd); got != want {
+			t.Errorf("fix mentions %q: %v, want %v (DELEX %v, DELIFEQ %v): %s", cmd, got, want, delex, delifeq, lock.Fix)
+		}
+	}
+	_, rule, ok := strings.Cut(lock.Fix, "ACL SETUSER USER ")
+	if !ok {
+		t.Fatalf("fix has no ACL rule: %s", lock.Fix)
+	}
+	args := []any{"ACL", "SETUSER", "locker", "on", ">pw"}
+	for _, f := range strings.Fields(rule) {
+		args = append(args, f)
+	}
+	if err := rdb.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+
+	env := map[string]string{"REDIS_URL": redisURL(s), "REDIS_USERNAME": "locker", "REDIS_PASSWORD": "pw"}
+	r := newHarness(t)
+	r.env = env
+	if code := r.run(append([]string{"run", "acl-run", "--"}, r.self("env")...)...); code != 0 {
+		t.Errorf("run as the ACL rule's user: exit = %d, want 0", code)
+	}
+	vars := map[string]string{}
+	for _, step := range []struct {
+		args []string
+		want int
+		says string
+	}{
+		{[]string{"acquire", "acl-held"}, 0, ""},
+		{[]string{"acquire", "-n", "acl-held"}, exitNotAcquired, "is held by lease"},
+		{[]string{"status", "acl-held"}, 0, ""},
+		{[]string{"renew"}, 0, ""},
+		{[]string{"release"}, 0, ""},
+	} {
+		h := newHarness(t)
+		h.env = map[string]string{}
+		for k, v := range env {
+			h.env[k] = v
+		}
+		if step.args[0] == "renew" || step.args[0] == "release" {
+			for k, v := range vars {
+				h.env[k] = v
+			}
+		}
+		if code := h.run(step.args...); code != step.want || !strings.Contains(h.stderr.String(), step.says) {
+			t.Errorf("fencelock %q as the ACL rule's user: exit = %d, stderr %q; want %d, %q", step.args, code, h.stderr, step.want, step.says)
+		}
+		if step.args[0] == "acquire" && step.want == 0 {
+			if vars, err = parseShellAssignments(h.stdout.String()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := rdb.Exists(ctx, "fencelock:{acl-held}").Val(); n != 0 {
+		t.Errorf("lock held after release as the ACL rule's user")
+	}
+}

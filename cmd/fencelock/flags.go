@@ -6,46 +6,57 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // command is one subcommand's flag set: stdlib flags, each optionally
-// also read from an environment variable. A value on the command line wins
+// also read from environment variables. A value on the command line wins
 // over the environment.
 type command struct {
 	c     *cli
 	name  string
 	usage string // "NAME -- COMMAND [ARG...]"
 	about string // what the command does, and anything else -h shows
+	exits string // the exit statuses this command can return, for -h
 	fs    *flag.FlagSet
-	env   map[string]string // flag name → environment variable
+	env   map[string][]string // flag name → environment variables, first set wins
+	alias map[string]string   // short flag name → the long one it stands for
+	from  map[string]string   // flag name → where its value came from, for messages
+	bad   error               // the last value a flag refused, worded for people
 }
 
-func (c *cli) command(name, usage, about string) *command {
+func (c *cli) command(name, usage, about, exits string) *command {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // parse reports errors itself
-	return &command{c: c, name: name, usage: usage, about: about, fs: fs, env: map[string]string{}}
+	return &command{c: c, name: name, usage: usage, about: about, exits: exits, fs: fs,
+		env: map[string][]string{}, alias: map[string]string{}, from: map[string]string{}}
 }
 
-// fromEnv makes the flag name also settable by the environment variable env.
-func (cmd *command) fromEnv(name, env string) { cmd.env[name] = env }
+// fromEnv makes the flag name also settable by the environment variables
+// envs; the first one that is set wins.
+func (cmd *command) fromEnv(name string, envs ...string) { cmd.env[name] = envs }
 
-// parse applies the environment, then args. Flags may come before and
-// between the positional arguments; everything after a "--" is returned
-// apart, in tail, and sawDashes says whether there was one. A request for
-// help prints the usage to stdout and returns flag.ErrHelp; other errors
-// are usage errors.
+// duration registers a duration flag whose errors say what a duration
+// looks like.
+func (cmd *command) duration(p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	cmd.fs.Var(&durationValue{cmd: cmd, name: name, d: p}, name, usage)
+}
+
+// aliasBool registers short as another name of the bool flag long.
+func (cmd *command) aliasBool(short, long string) {
+	cmd.fs.Var(cmd.fs.Lookup(long).Value, short, "")
+	cmd.alias[short] = long
+}
+
+// parse applies args, then the environment to flags that args left
+// unset. Flags may come before and between the positional arguments;
+// everything after a "--" is returned apart, in tail, and sawDashes says
+// whether there was one. A request for help prints the usage to stdout
+// and returns flag.ErrHelp; other errors are usage errors.
 func (cmd *command) parse(args []string) (pos, tail []string, sawDashes bool, err error) {
-	for name, env := range cmd.env {
-		v := cmd.c.getenv(env)
-		if v == "" {
-			continue
-		}
-		if err := cmd.fs.Set(name, v); err != nil {
-			return nil, nil, false, usageErrorf("%s=%q: %v", env, v, err)
-		}
-	}
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, tail, sawDashes = args[:i], args[i+1:], true
 	}
@@ -55,14 +66,61 @@ func (cmd *command) parse(args []string) (pos, tail []string, sawDashes bool, er
 				cmd.printUsage(cmd.c.stdout)
 				return nil, nil, false, err
 			}
+			if cmd.bad != nil {
+				return nil, nil, false, usageError{cmd.bad}
+			}
 			return nil, nil, false, usageErrorf("%v", err)
 		}
 		args = cmd.fs.Args()
 		if len(args) == 0 {
-			return pos, tail, sawDashes, nil
+			break
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
+	}
+	cmd.fs.Visit(func(f *flag.Flag) {
+		name := f.Name
+		if long, ok := cmd.alias[name]; ok {
+			name = long
+		}
+		cmd.from[name] = "--" + name
+	})
+	for name, envs := range cmd.env {
+		if _, set := cmd.from[name]; set {
+			continue
+		}
+		for _, env := range envs {
+			v := cmd.c.getenv(env)
+			if v == "" {
+				continue
+			}
+			if err := cmd.fs.Set(name, v); err != nil {
+				return nil, nil, false, usageErrorf("%s=%s: %v", env, v, err)
+			}
+			cmd.from[name] = env
+			break
+		}
+	}
+	return pos, tail, sawDashes, nil
+}
+
+// set reports whether the flag name was given, on the command line or in
+// the environment.
+func (cmd *command) set(name string) bool { _, ok := cmd.from[name]; return ok }
+
+// source names where a flag's value came from, for messages: "--ttl 0s"
+// or "FENCELOCK_TTL=0s", or "--ttl 10s (the default)".
+func (cmd *command) source(name string) string {
+	f := cmd.fs.Lookup(name)
+	switch from := cmd.from[name]; {
+	case from == "":
+		return "--" + name + " " + f.Value.String() + " (the default)"
+	case strings.HasPrefix(from, "--"):
+		return from + " " + f.Value.String()
+	case strings.Contains(from, " "):
+		return from + " (" + f.Value.String() + ")"
+	default:
+		return from + "=" + f.Value.String()
 	}
 }
 
@@ -72,39 +130,93 @@ func (cmd *command) exit(err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintf(cmd.c.stderr, "fencelock %s: %v\nRun 'fencelock %s -h' for usage.\n", cmd.name, err, cmd.name)
+	fmt.Fprintf(cmd.c.stderr, "fencelock %s: %s (run 'fencelock %s -h' for usage)\n", cmd.name, message(err), cmd.name)
 	return exitUsage
 }
 
 func (cmd *command) printUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: fencelock %s %s\n\n%s\n", cmd.name, cmd.usage, strings.TrimSpace(cmd.about))
-	var flags []string
-	cmd.fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
-	if len(flags) > 0 {
-		fmt.Fprintf(w, "\nFlags:\n")
+	fmt.Fprintf(w, "Usage: fencelock %s\n\n%s\n", strings.TrimSpace(cmd.name+" "+cmd.usage), strings.TrimSpace(cmd.about))
+	shorts := map[string]string{} // long → short
+	for s, l := range cmd.alias {
+		shorts[l] = s
 	}
+	first := true
 	cmd.fs.VisitAll(func(f *flag.Flag) {
+		if _, isAlias := cmd.alias[f.Name]; isAlias {
+			return
+		}
+		if first {
+			fmt.Fprintf(w, "\nFlags:\n")
+			first = false
+		}
 		typ, help := flag.UnquoteUsage(f)
 		head := "  --" + f.Name
-		if typ != "" {
+		if s, ok := shorts[f.Name]; ok {
+			head = "  -" + s + ", --" + f.Name
+		}
+		if typ != "" && typ != "value" {
 			head += " " + typ
 		}
 		fmt.Fprintf(w, "%s\n      %s", head, help)
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" && !strings.Contains(help, "(default") {
+			fmt.Fprintf(w, " (default %s)", d)
 		}
-		if env := cmd.env[f.Name]; env != "" {
-			fmt.Fprintf(w, " [$%s]", env)
+		if envs := cmd.env[f.Name]; len(envs) > 0 {
+			fmt.Fprintf(w, " [$%s]", strings.Join(envs, ", $"))
 		}
 		fmt.Fprintln(w)
 	})
-	fmt.Fprintf(w, "\n%s", exitCodesHelp)
+	if cmd.exits != "" {
+		fmt.Fprintf(w, "\nExit status:\n%s", cmd.exits)
+	}
+}
+
+// durationValue is a time.Duration flag whose parse errors say what a
+// duration looks like; a bare number most likely lacks its unit.
+type durationValue struct {
+	cmd  *command
+	name string
+	d    *time.Duration
+}
+
+func (v *durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+			err = fmt.Errorf("a duration needs a unit, e.g. %ss or %sms", s, s)
+		} else {
+			err = errors.New("not a duration: write e.g. 10s, 500ms or 2m")
+		}
+		v.cmd.bad = fmt.Errorf("--%s %s: %w", v.name, s, err)
+		return err
+	}
+	*v.d = d
+	return nil
 }
 
 // durationIn checks a duration flag's bounds.
-func durationIn(flagName string, d, lo, hi time.Duration) error {
+func (cmd *command) durationIn(name string, d, lo, hi time.Duration) error {
 	if d < lo || d > hi {
-		return usageErrorf("--%s %v not in [%v, %v]", flagName, d, lo, hi)
+		return usageErrorf("%s: want a duration from %s to %s, e.g. 30s", cmd.source(name), shortDuration(lo), shortDuration(hi))
 	}
 	return nil
+}
+
+// shortDuration prints d without zero minutes and seconds: 24h, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -23,8 +23,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
+	"github.com/fencelock/fencelock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,15 +44,15 @@ const (
 	exitNotFound    = 127 // the command was not found
 )
 
-const exitCodesHelp = `Exit status:
+const exitCodesHelp = `Exit status (each command's -h lists its own):
   0    success (run: the command's own status passes through, and a
        command killed by a signal gives 128+signal, as in the shell)
   1    doctor found a critical problem
   2    usage error: bad flags, arguments or environment
-  75   not acquired: another lease holds the lock (after --wait), or
-       fencelock was interrupted before COMMAND started
-  124  the lease was lost; run terminated the command (SIGTERM, then
-       SIGKILL after --grace); renew/release: the lease no longer holds
+  75   not acquired: another lease holds the lock (with --no-wait, or
+       after --wait), or fencelock was interrupted before COMMAND started
+  124  run: the lease was lost or could not be renewed in time, and run
+       terminated the command; renew/release: the lease no longer holds
        the lock
   125  fencelock itself failed (Redis unreachable, unexpected reply)
   126  run: the command was found but could not be started
@@ -71,18 +74,37 @@ Usage:
 
 Run "fencelock COMMAND -h" for a command's flags.
 
+Lock names are 1 to 512 characters: letters, digits, spaces and
+punctuation (printable ASCII), but no { or }.
+
 Connection (every command but demo and version):
-  --redis URL      or REDIS_URL; redis://[user:password@]host:port/db,
-                   rediss:// for TLS (default redis://127.0.0.1:6379)
+  --redis URL      or REDIS_URL (default redis://127.0.0.1:6379), one of:
+    redis://[user:password@]host:port[/db]
+                   one node (rediss:// for TLS, or unix:///path?db=N)
+    redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[/db]
+                   the master that these Sentinels name MASTER
+                   (rediss+sentinel:// for TLS; user:password are the
+                   Sentinels'; a missing port is 26379)
+    redis+cluster://[user:password@]host:port[,host:port...]
+                   a Cluster, found from these seed nodes
+                   (rediss+cluster:// for TLS)
+    More addresses may also come as ?addr=host:port (IPv6: ?addr=[::1]:26379).
   REDIS_USERNAME, REDIS_PASSWORD
-                   ACL user and password, if the URL has none; keep secrets
-                   out of argv
+                   ACL user and password of a node, a Cluster's nodes or a
+                   Sentinel group's master, if the URL has none (for
+                   redis+sentinel://, only from here); keep secrets out of argv
+  --timeout D      or FENCELOCK_TIMEOUT (default 5s): how long to wait for
+                   Redis to answer when connecting, and for each command
+                   that does not wait for a lock
 `
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == guardArg {
+		os.Exit(guardMain(os.Args[2:]))
+	}
 	// go-redis logs dial failures on its own; fencelock reports errors itself.
 	redis.SetLogger(quietLogger{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), caught(os.Interrupt, syscall.SIGTERM)...)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -120,8 +142,16 @@ type cli struct {
 }
 
 func notifySignals(c chan<- os.Signal) func() {
-	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(c, caught(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)...)
 	return func() { signal.Stop(c) }
+}
+
+// caught returns the signals of sigs that fencelock was not started with
+// ignored. A signal ignored by whoever started fencelock (nohup, a
+// non-interactive shell's "&") stays ignored, for fencelock and, as exec
+// keeps ignored signals ignored, for COMMAND.
+func caught(sigs ...os.Signal) []os.Signal {
+	return slices.DeleteFunc(slices.Clone(sigs), signal.Ignored)
 }
 
 func (c *cli) main(ctx context.Context, args []string) int {
@@ -165,9 +195,20 @@ func usageErrorf(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// fail reports err on stderr, prefixed with the command name, and returns
-// code.
+// fail reports err on stderr, on one line prefixed with the command name,
+// and returns code.
 func (c *cli) fail(cmd string, code int, err error) int {
-	fmt.Fprintf(c.stderr, "fencelock %s: %v\n", cmd, err)
+	fmt.Fprintf(c.stderr, "fencelock %s: %s\n", cmd, message(err))
 	return code
+}
+
+// message words err for stderr: on one line (errors.Join puts each
+// error on a line of its own), without the "fencelock: " of the library's
+// sentinel errors, which would repeat the prefix that fail adds.
+func message(err error) string {
+	s := err.Error()
+	for _, e := range []error{fencelock.ErrNotAcquired, fencelock.ErrLeaseLost, fencelock.ErrInvalid, fencelock.ErrNotReplicated, fencelock.ErrNoQuorum} {
+		s = strings.ReplaceAll(s, e.Error(), strings.TrimPrefix(e.Error(), "fencelock: "))
+	}
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
 }

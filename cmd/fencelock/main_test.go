@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9/logging"
 )
 
 // childEnv selects what the test binary does when run re-executes it as
@@ -24,6 +26,14 @@ const childEnv = "FENCELOCK_TEST_CHILD"
 const mainEnv = "FENCELOCK_TEST_MAIN"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == guardArg { // run's guard, re-executed
+		os.Exit(guardMain(os.Args[2:]))
+	}
+	// The race detector makes a program that started a child sleep 1s
+	// before exiting (atexit_sleep_ms): the guard, COMMAND and fencelock
+	// run by these tests would exit late.
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	logging.Disable() // go-redis dial and pool logs would bury the failures
 	if os.Getenv(mainEnv) != "" {
 		os.Unsetenv(mainEnv) // COMMAND, started by this main, is a child
 		main()
@@ -54,16 +64,47 @@ func child(mode string) int {
 		return n
 	case "ignore-term": // survive SIGTERM; only SIGKILL ends it
 		signal.Ignore(syscall.SIGTERM)
-		fmt.Printf("ready %d\n", os.Getpid())
+		fmt.Printf("ready %d %d\n", os.Getpid(), os.Getppid())
 		time.Sleep(time.Hour)
 		return 0
 	case "trap": // report the first signal, exit 3
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-		fmt.Println("ready")
+		fmt.Printf("ready %d\n", os.Getpid())
 		s := <-c
 		fmt.Printf("got %v\n", s)
 		return 3
+	case "stop-self": // as trap, but stopped (SIGSTOP) before waiting
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		fmt.Printf("ready %d\n", os.Getpid())
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		s := <-c
+		fmt.Printf("got %v\n", s)
+		return 3
+	case "read-stdin": // read a line from standard input (a terminal, say)
+		fmt.Printf("ready %d\n", os.Getpid())
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			fmt.Printf("read error %v\n", err)
+			return 1
+		}
+		fmt.Printf("read %s", line)
+		return 0
+	case "check-dead": // exit 0 if no process of FENCELOCK_TEST_PIDS runs
+		for f := range strings.FieldsSeq(os.Getenv("FENCELOCK_TEST_PIDS")) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				fmt.Println(err)
+				return 99
+			}
+			if alive(pid) {
+				fmt.Printf("alive %d\n", pid)
+				return 1
+			}
+		}
+		fmt.Println("all dead")
+		return 0
 	}
 	fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, mode)
 	return 99
@@ -94,7 +135,7 @@ func (o *output) String() string {
 
 // waitFor waits until the output contains s, failing the test after a
 // generous timeout. Call it from the test goroutine only.
-func (o *output) waitFor(t *testing.T, s string) {
+func (o *output) waitFor(t testing.TB, s string) {
 	t.Helper()
 	timeout := time.NewTimer(15 * time.Second)
 	defer timeout.Stop()
@@ -116,7 +157,7 @@ func (o *output) waitFor(t *testing.T, s string) {
 // harness runs the command in-process with its own environment, standard
 // input and signal channel, so tests can run in parallel.
 type harness struct {
-	t              *testing.T
+	t              testing.TB
 	env            map[string]string // what getenv sees; nothing from the real environment
 	childEnv       []string          // added to the real environment for COMMAND
 	stdin          string
@@ -124,7 +165,7 @@ type harness struct {
 	sigc           chan chan<- os.Signal // run's signal channel, once it asks for one
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	return &harness{
 		t:      t,
 		env:    map[string]string{},

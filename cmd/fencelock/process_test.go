@@ -21,13 +21,24 @@ import (
 // child mode. It returns the process and a reader of its stdout.
 func startFencelock(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
+	cmd, out, _ := startFencelockWith(t, nil, mode, args...)
+	return cmd, out
+}
+
+// startFencelockWith is startFencelock with setup applied to the command
+// before it starts; it also returns fencelock's stderr.
+func startFencelockWith(t *testing.T, setup func(*exec.Cmd), mode string, args ...string) (*exec.Cmd, *bufio.Reader, *output) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), mainEnv+"=1", childEnv+"="+mode)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := newOutput()
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(cmd)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -36,10 +47,10 @@ func startFencelock(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufi
 		cmd.Process.Kill()
 		cmd.Wait()
 		if t.Failed() {
-			t.Logf("fencelock stderr:\n%s", stderr.String())
+			t.Logf("fencelock stderr:\n%s", stderr)
 		}
 	})
-	return cmd, bufio.NewReader(out)
+	return cmd, bufio.NewReader(out), stderr
 }
 
 // readLine reads one line of output, failing the test if none comes.
@@ -84,9 +95,7 @@ func TestProcess_forwardsSignals(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			cmd, out := startFencelock(t, "trap", "run", "--redis", redisURL(s), "proc-"+strconv.Itoa(int(sig)), "--", os.Args[0])
-			if got := readLine(t, out); got != "ready" {
-				t.Fatalf("COMMAND said %q, want ready", got)
-			}
+			readyPID(t, readLine(t, out))
 			cmd.Process.Signal(sig)
 			if got, want := readLine(t, out), "got "+sig.String(); got != want {
 				t.Errorf("COMMAND said %q, want %q", got, want)
@@ -108,41 +117,85 @@ func TestProcess_lostLeaseKillsGroup(t *testing.T) {
 		t.Skip("no sh")
 	}
 	s := redistest.New(t)
-	cmd, out := startFencelock(t, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "900ms", "--grace", "300ms", "group",
+	cmd, out, stderr := startFencelockWith(t, nil, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "900ms", "--grace", "300ms", "group",
 		"--", sh, "-c", `"$0" & wait`, os.Args[0])
-	line := readLine(t, out)
-	pid, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
-	if err != nil {
-		t.Fatalf("grandchild said %q, want ready PID", line)
-	}
+	pid := readyPID(t, readLine(t, out))
 	if err := s.Client(t).Del(t.Context(), "fencelock:{group}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got := waitExit(t, cmd); got != exitLeaseLost {
 		t.Errorf("fencelock exit = %d, want %d", got, exitLeaseLost)
 	}
+	if got := stderr.String(); !strings.Contains(got, "what it left running in its process group was killed with SIGKILL") {
+		t.Errorf("stderr = %q, want it to say the shell's child was killed", got)
+	}
 	// fencelock has sent SIGKILL before exiting; the orphan may linger
 	// briefly as a zombie until init reaps it.
+	waitDead(t, pid)
+}
+
+// readyPID reads the PID from a child's "ready PID [PPID]" line.
+func readyPID(t *testing.T, line string) int {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "ready" {
+		t.Fatalf("child said %q, want ready PID", line)
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatalf("child said %q, want ready PID", line)
+	}
+	return pid
+}
+
+// waitDead waits until pid no longer runs (a zombie counts as dead),
+// failing the test, and killing pid, if it still runs after 10s.
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	waitState(t, pid, "dead", func(state byte) bool { return state == 0 || state == 'Z' || state == 'X' })
+}
+
+// waitStopped waits until pid is stopped (SIGSTOP, SIGTTIN...).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	waitState(t, pid, "stopped", func(state byte) bool { return state == 'T' })
+}
+
+// waitState polls the kernel's state of pid (0 once it is gone) until ok
+// accepts it: a process's state changes send no event to anyone but its
+// parent.
+func waitState(t *testing.T, pid int, what string, ok func(state byte) bool) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
+	for !ok(procState(pid)) {
 		if time.Now().After(deadline) {
 			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("grandchild %d still running after fencelock exited", pid)
+			t.Fatalf("process %d not %s after 10s (state %q)", pid, what, procState(pid))
 		}
-		time.Sleep(10 * time.Millisecond) // polls the kernel: no event to wait on
+		time.Sleep(5 * time.Millisecond) // polls the kernel: no event to wait on
 	}
 }
 
-// alive reports whether pid runs (exists and is not a zombie).
-func alive(pid int) bool {
+// procState returns the state letter of pid from /proc (R, S, T, Z...),
+// or 0 if there is no such process.
+func procState(pid int) byte {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return syscall.Kill(pid, 0) == nil && !errors.Is(err, os.ErrNotExist)
+		if syscall.Kill(pid, 0) == nil {
+			return 'R' // no /proc: it exists, in some state
+		}
+		return 0
 	}
 	// pid (comm) state ...
 	s := string(b)
 	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
+		return s[i+2]
 	}
-	return true
+	return 'R'
+}
+
+// alive reports whether pid runs (exists and is not a zombie).
+func alive(pid int) bool {
+	st := procState(pid)
+	return st != 0 && st != 'Z' && st != 'X'
 }

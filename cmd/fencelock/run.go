@@ -10,14 +10,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fencelock/fencelock"
 )
 
-const runAbout = `Acquire the lock NAME (waiting up to --wait), run COMMAND while the lease
-is renewed in the background, and release the lock when COMMAND exits.
+const runAbout = `Acquire the lock NAME, run COMMAND while the lease is renewed in the
+background, and release the lock when COMMAND exits. Like flock(1), run
+waits until the lock is free; --no-wait makes one attempt, --wait bounds
+the wait.
 
 COMMAND gets these variables in its environment:
   FENCELOCK_NAME    the lock name
@@ -26,31 +27,49 @@ COMMAND gets these variables in its environment:
   FENCELOCK_FENCE   the fence text form, for a Fencing-Token header:
                     TOKEN;lock="NAME";lease="ID"
 
-If the lease is lost (the lock expired, was deleted, or could not be
-renewed in time), COMMAND gets SIGTERM, then SIGKILL after --grace, the
-cause is reported on stderr, and fencelock exits with 124. SIGINT, SIGTERM
-and SIGHUP received by fencelock are forwarded to COMMAND, and fencelock
-waits for it to exit.
+COMMAND never outlives the lease. Once the lease can no longer be renewed
+in time (Redis is unreachable, its deadline is less than --grace away),
+or is lost (the lock expired, was deleted or taken over), COMMAND gets
+SIGTERM, then SIGKILL after --grace or shortly before the lease's
+deadline, whichever comes first: the deadline passes before Redis could
+let another holder in. The cause is reported on stderr, and run exits
+with 124. If fencelock itself dies (SIGKILL, a crash), COMMAND is killed
+with it (with --foreground, COMMAND alone: not the processes it started).
+
+SIGINT, SIGTERM and SIGHUP received by fencelock are forwarded to
+COMMAND, followed by SIGCONT so that a stopped COMMAND gets them too, and
+fencelock waits for it to exit.
 
 COMMAND runs in its own process group, and signals go to the whole group,
-so a shell's children stop too when the lease is lost. Like timeout(1),
-this keeps COMMAND from reading the terminal; use --foreground for an
-interactive command (signals then reach COMMAND alone).`
+so a shell's children stop too. Like timeout(1), this keeps COMMAND from
+reading the terminal (it is stopped if it tries, and run says so); use
+--foreground for an interactive command: it then stays in fencelock's
+process group, and signals reach COMMAND alone.`
+
+const runExits = `  N    COMMAND's own exit status; 128+S if signal S killed it
+  2    usage error: bad flags, arguments or environment
+  75   not acquired: another lease holds the lock (with --no-wait, or
+       after --wait), or fencelock was interrupted before COMMAND started
+  124  the lease was lost or could not be renewed in time: run
+       terminated COMMAND
+  125  fencelock itself failed (Redis unreachable, unexpected reply)
+  126  COMMAND was found but could not be started
+  127  COMMAND was not found
+`
 
 func (c *cli) run(ctx context.Context, args []string) int {
 	var (
 		cn         conn
-		wait       time.Duration
+		wf         waitFlags
 		grace      time.Duration
 		foreground bool
 		metricsAt  string
 	)
-	cmd := c.command("run", "[flags] NAME -- COMMAND [ARG...]", runAbout)
+	cmd := c.command("run", "[flags] NAME -- COMMAND [ARG...]", runAbout, runExits)
 	cn.addConn(cmd)
-	cn.addTTL(cmd)
-	cmd.fs.DurationVar(&wait, "wait", 0, "how long to wait for the lock (a `duration`); 0 makes one attempt")
-	cmd.fromEnv("wait", "FENCELOCK_WAIT")
-	cmd.fs.DurationVar(&grace, "grace", 10*time.Second, "`duration` between SIGTERM and SIGKILL when the lease is lost")
+	cn.addTTL(cmd, "FENCELOCK_TTL")
+	wf.add(cmd)
+	cmd.duration(&grace, "grace", 0, "`duration` between SIGTERM and SIGKILL when the lease runs out; at most half the TTL\n      (default 10s, or TTL/3 if that is shorter)")
 	cmd.fromEnv("grace", "FENCELOCK_GRACE")
 	cmd.fs.BoolVar(&foreground, "foreground", false, "keep COMMAND in fencelock's process group, so it can read the terminal")
 	cmd.fs.StringVar(&metricsAt, "metrics-addr", "", "serve Prometheus metrics of the lease at http://`addr`/metrics while COMMAND runs")
@@ -66,15 +85,28 @@ func (c *cli) run(ctx context.Context, args []string) int {
 			err = usageErrorf("missing -- before COMMAND")
 		case len(argv) == 0:
 			err = usageErrorf("missing COMMAND after --")
-		case wait < 0:
-			err = usageErrorf("--wait %v is negative", wait)
-		case grace < 0:
-			err = usageErrorf("--grace %v is negative", grace)
+		default:
+			err = validName(pos[0])
 		}
 	}
-	var opts *redisTarget
+	var policy waitPolicy
 	if err == nil {
-		opts, err = cn.check(c.getenv)
+		policy, err = wf.policy(cmd)
+	}
+	var target *redisTarget
+	if err == nil {
+		target, err = cn.check(cmd)
+	}
+	if err == nil {
+		if !cmd.set("grace") {
+			grace = min(10*time.Second, (cn.ttl / 3).Round(time.Millisecond))
+		}
+		switch {
+		case grace < 0:
+			err = usageErrorf("%s is negative", cmd.source("grace"))
+		case grace > cn.ttl/2:
+			err = usageErrorf("%s is more than half of %s: COMMAND would get SIGTERM before the lease had a fair chance to be renewed; give a shorter --grace or a longer --ttl", cmd.source("grace"), cmd.source("ttl"))
+		}
 	}
 	if err != nil {
 		return cmd.exit(err)
@@ -83,15 +115,13 @@ func (c *cli) run(ctx context.Context, args []string) int {
 
 	// Find the command before taking the lock: a typo should not cost a
 	// token or keep another holder waiting.
-	// (exec.Command looks up bare names only; LookPath also checks paths.)
-	if _, err := exec.LookPath(argv[0]); err != nil {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
 		return c.fail("run", execExit(err), err)
 	}
-	child := exec.Command(argv[0], argv[1:]...)
-	if child.Err != nil {
-		return c.fail("run", execExit(child.Err), child.Err)
-	}
 
+	a := &attempts{name: name, cmd: "run", stderr: c.stderr}
+	cn.hooks = a.hooks()
 	if metricsAt != "" {
 		m := newMetrics(name)
 		stop, err := serveMetrics(metricsAt, m)
@@ -99,19 +129,32 @@ func (c *cli) run(ctx context.Context, args []string) int {
 			return cmd.exit(usageError{err})
 		}
 		defer stop()
-		cn.hooks = m.hooks()
+		cn.hooks = chainHooks(cn.hooks, m.hooks())
 	}
 
-	locks, rdb := cn.locks(opts, true)
+	rdb, err := cn.connect(ctx, target)
+	if err != nil {
+		return c.fail("run", connectExit(ctx, exitNotAcquired), err)
+	}
 	defer rdb.Close()
-	lease, code := c.acquireLease(ctx, "run", locks, name, wait)
+	locks := cn.locks(rdb, true)
+	lease, code := c.acquireLease(ctx, "run", &cn, rdb, locks, a, name, policy)
 	if lease == nil {
 		return code
 	}
 	// Release even if ctx is done: the lock must not linger for its TTL.
+	// Not past the lease's deadline, when the lock expires by itself, and
+	// not at all once the lease is lost: the lock is gone or not ours.
 	release := func() error {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cn.ttl)
+		end := time.Now().Add(cn.timeout)
+		if d := lease.Deadline(); d.Before(end) {
+			end = d
+		}
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 		defer cancel()
+		if lease.Context().Err() != nil {
+			cancel()
+		}
 		return lease.Release(rctx)
 	}
 
@@ -120,135 +163,72 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	defer stop()
 	if ctx.Err() != nil { // interrupted between acquire and now
 		release()
-		return c.fail("run", exitNotAcquired, fmt.Errorf("%v before COMMAND started", context.Cause(ctx)))
+		return c.fail("run", exitNotAcquired, errors.New("interrupted before COMMAND started"))
 	}
 
 	// A secret from an earlier "eval $(fencelock acquire --export)" in the
 	// same shell is not COMMAND's business.
-	env := slices.DeleteFunc(c.environ(), func(kv string) bool { return strings.HasPrefix(kv, "FENCELOCK_SECRET=") })
-	child.Env = append(env,
+	env := slices.DeleteFunc(c.environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "FENCELOCK_SECRET=") || strings.HasPrefix(kv, "FENCELOCK_LEASE_TTL=")
+	})
+	env = append(env,
 		"FENCELOCK_NAME="+name,
 		"FENCELOCK_TOKEN="+strconv.FormatInt(lease.Token(), 10),
 		"FENCELOCK_LEASE="+lease.ID(),
 		"FENCELOCK_FENCE="+lease.Fence().String(),
 	)
-	child.Stdin, child.Stdout, child.Stderr = c.stdin, c.stdout, c.stderr
-	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}
-	// Grandchildren that keep COMMAND's output open must not keep us
-	// waiting after COMMAND has exited.
-	child.WaitDelay = grace
-	if err := child.Start(); err != nil {
+	g, err := startGuard(path, argv, env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !foreground)
+	if err != nil {
 		release()
-		return c.fail("run", execExit(err), err)
+		return c.fail("run", exitInternal, err)
 	}
-	res := supervise(child, lease.Context(), sigs, grace, !foreground, func(lost error) {
-		fmt.Fprintf(c.stderr, "fencelock run: %v: sending SIGTERM to COMMAND, SIGKILL in %v\n", lost, grace)
-	})
+	s := &supervisor{g: g, name: name, lease: lease, grace: grace, sigs: sigs, stderr: c.stderr, renewErr: a.renewErr,
+		// As much again as the library keeps between the deadline and
+		// Redis's expiry for clock drift (TTL/100 + 2ms), for the kill.
+		killLead: min(grace, cn.ttl/100+2*time.Millisecond)}
+	res := s.run()
 	rerr := release()
 
 	switch {
-	case res.lost != nil:
-		how := "exited"
+	case res.failed != 0:
+		return c.fail("run", res.failed, res.err)
+	case res.err != nil:
+		return c.fail("run", exitInternal, res.err)
+	case res.stopped != "":
+		how := "exited after SIGTERM"
 		if res.killed {
-			how = "was killed (SIGKILL) after --grace " + grace.String()
+			how = "was killed with SIGKILL"
 		}
-		fmt.Fprintf(c.stderr, "fencelock run: lease lost: COMMAND %s (%s)\n", how, res.state)
+		if res.strays {
+			how += ", and what it left running in its process group was killed with SIGKILL"
+		}
+		end := "the lease was lost"
+		switch {
+		case res.lost != nil, errors.Is(rerr, fencelock.ErrLeaseLost):
+		case rerr == nil:
+			end = "the lease, renewed after all, is released"
+		default:
+			end = "the lock expires after its TTL (release: " + message(rerr) + ")"
+		}
+		fmt.Fprintf(c.stderr, "fencelock run: COMMAND %s (%s); %s\n", how, res.status, end)
 		return exitLeaseLost
 	case errors.Is(rerr, fencelock.ErrLeaseLost):
 		// Lost while COMMAND ran, though the keeper had not noticed yet.
-		fmt.Fprintf(c.stderr, "fencelock run: %v (COMMAND %s)\n", rerr, res.state)
+		fmt.Fprintf(c.stderr, "fencelock run: %s (COMMAND %s)\n", message(rerr), res.status)
 		return exitLeaseLost
 	case rerr != nil:
-		fmt.Fprintf(c.stderr, "fencelock run: %v; the lock expires after its TTL\n", rerr)
-	}
-	if res.err != nil {
-		return c.fail("run", exitInternal, res.err)
+		fmt.Fprintf(c.stderr, "fencelock run: %s; the lock expires after its TTL\n", message(rerr))
 	}
 	return res.code
 }
 
-// result is how COMMAND ended.
-type result struct {
-	code   int              // exit status to report: its own, or 128+signal
-	state  *os.ProcessState // for messages
-	err    error            // waiting failed for another reason than its status
-	lost   error            // why the lease was lost while it ran
-	killed bool             // it got SIGKILL after the grace period
-}
-
-// supervise waits for child to exit. It forwards signals from sigs; when
-// the lease context ends it calls onLost and sends SIGTERM, then SIGKILL
-// after grace. With group, signals go to the child's process group, and
-// group members left after the child exits on a lost lease are killed
-// when grace runs out too.
-func supervise(child *exec.Cmd, lease context.Context, sigs <-chan os.Signal, grace time.Duration, group bool, onLost func(error)) result {
-	pid := child.Process.Pid
-	signal := func(s syscall.Signal) {
-		if group {
-			syscall.Kill(-pid, s) // errors: all gone already
-		} else {
-			child.Process.Signal(s)
-		}
+// connectExit is the exit status after connect failed: 125, or code if
+// fencelock was interrupted meanwhile.
+func connectExit(ctx context.Context, code int) int {
+	if ctx.Err() != nil {
+		return code
 	}
-	waitc := make(chan error, 1)
-	go func() { waitc <- child.Wait() }()
-
-	var (
-		res   result
-		lost  = lease.Done()
-		kill  *time.Timer
-		killc <-chan time.Time
-	)
-	defer func() {
-		if kill != nil {
-			kill.Stop()
-		}
-	}()
-	for {
-		select {
-		case err := <-waitc:
-			res.state = child.ProcessState
-			res.code, res.err = exitStatus(child.ProcessState, err)
-			if res.lost != nil && group && killc != nil && syscall.Kill(-pid, 0) == nil {
-				// The leader is gone, others in its group are not: they
-				// get the rest of the grace period, then SIGKILL.
-				<-killc
-				signal(syscall.SIGKILL)
-				res.killed = true
-			}
-			return res
-		case s := <-sigs:
-			if s, ok := s.(syscall.Signal); ok {
-				signal(s)
-			}
-		case <-lost:
-			lost = nil
-			res.lost = context.Cause(lease)
-			onLost(res.lost)
-			signal(syscall.SIGTERM)
-			kill = time.NewTimer(grace)
-			killc = kill.C
-		case <-killc:
-			killc = nil
-			signal(syscall.SIGKILL)
-			res.killed = true
-		}
-	}
-}
-
-// exitStatus turns how a process ended into a shell-style status.
-func exitStatus(ps *os.ProcessState, err error) (int, error) {
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
-		return exitInternal, err
-	}
-	if ps == nil {
-		return exitInternal, err
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal()), nil
-	}
-	return ps.ExitCode(), nil
+	return exitInternal
 }
 
 // execExit maps a failure to find or start a command to 127 or 126.
@@ -257,29 +237,4 @@ func execExit(err error) int {
 		return exitNotFound
 	}
 	return exitCannotExec
-}
-
-// acquireLease makes one attempt (wait 0) or waits up to wait for the lock,
-// reporting failures on stderr; a nil lease comes with the exit status.
-func (c *cli) acquireLease(ctx context.Context, cmd string, locks *fencelock.Client, name string, wait time.Duration) (*fencelock.Lease, int) {
-	var (
-		lease *fencelock.Lease
-		err   error
-	)
-	if wait == 0 {
-		lease, err = locks.TryAcquire(ctx, name)
-	} else {
-		wctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("--wait %v passed", wait))
-		lease, err = locks.Acquire(wctx, name)
-		cancel()
-	}
-	switch {
-	case err == nil:
-		return lease, exitOK
-	case errors.Is(err, fencelock.ErrInvalid):
-		return nil, c.fail(cmd, exitUsage, err)
-	case errors.Is(err, fencelock.ErrNotAcquired):
-		return nil, c.fail(cmd, exitNotAcquired, err)
-	}
-	return nil, c.fail(cmd, exitInternal, err)
 }

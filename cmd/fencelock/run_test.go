@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"math"
 	"net/url"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fence"
@@ -198,6 +204,17 @@ func TestRun_usage(t *testing.T) {
 		{"run", "--redis", url, "--ttl", "48h", "name", "--", "true"},
 		{"run", "--redis", url, "--wait", "-1s", "name", "--", "true"},
 		{"run", "--redis", url, "--grace", "-1s", "name", "--", "true"},
+		{"run", "--redis", url, "--ttl", "0", "name", "--", "true"},
+		{"run", "--redis", url, "--ttl", "10", "name", "--", "true"},
+		{"run", "--redis", url, "--grace", "10s", "name", "--", "true"},                   // more than half the 10s TTL
+		{"run", "--redis", url, "--ttl", "2s", "--grace", "1001ms", "name", "--", "true"}, // likewise
+		{"run", "--redis", url, "-n", "--wait", "1s", "name", "--", "true"},
+		{"run", "--redis", url, "--wait", "-1s", "name", "--", "true"},
+		{"run", "--redis", url, "--timeout", "0", "name", "--", "true"},
+		{"run", "--redis", "redis://127.0.0.1:99999", "name", "--", "true"},
+		{"run", "--redis", "redis://127.0.0.1:0", "name", "--", "true"},
+		{"run", "--redis", "redis+sentinel://127.0.0.1:70000/m", "name", "--", "true"},
+		{"run", "--redis", "redis+cluster://127.0.0.1:1,127.0.0.1:65536", "name", "--", "true"},
 		{"run", "--redis", "http://example.com", "name", "--", "true"},
 		{"run", "--redis", "redis://[::1", "name", "--", "true"},
 		{"run", "--redis", "redis://127.0.0.1:1/notadb", "name", "--", "true"},
@@ -220,6 +237,11 @@ func TestRun_usageFromEnv(t *testing.T) {
 		{"FENCELOCK_TTL": "soon"},
 		{"FENCELOCK_WAIT": "x"},
 		{"FENCELOCK_GRACE": "1"},
+		{"FENCELOCK_GRACE": "6s"}, // more than half the default 10s TTL
+		{"FENCELOCK_TTL": "0"},
+		{"FENCELOCK_TTL": "0s"},
+		{"FENCELOCK_TIMEOUT": "0s"},
+		{"REDIS_URL": "redis://localhost:123456"},
 		{"REDIS_URL": "ftp://x"},
 	} {
 		h := newHarness(t)
@@ -230,20 +252,54 @@ func TestRun_usageFromEnv(t *testing.T) {
 	}
 }
 
+// Each command's -h shows its own flags and exit statuses only; every
+// URL form of --redis is in "fencelock -h".
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"run", "acquire", "renew", "release", "status", "doctor", "demo", "version"} {
+	for _, tc := range []struct {
+		cmd          string
+		want, unwant []string
+	}{
+		{"run", []string{"-n, --no-wait", "--wait", "--grace", "--timeout", "--ttl", "75", "124", "126", "127", "flock"}, []string{"doctor found", "--json"}},
+		{"acquire", []string{"-n, --no-wait", "--wait", "--ttl", "--export", "75", "(exit N)"}, []string{"124", "126", "--grace"}},
+		{"renew", []string{"--ttl", "124", "FENCELOCK_LEASE_TTL"}, []string{"75 ", "126", "--wait"}},
+		{"release", []string{"124", "--timeout"}, []string{"--ttl", "75 ", "126", "--wait"}},
+		{"status", []string{"--json", "125"}, []string{"--ttl", "124", "75 "}},
+		{"doctor", []string{"--json", "--ttl", "  1 "}, []string{"124", "75 "}},
+		{"demo", []string{"--ttl"}, []string{"124", "--timeout"}},
+		{"version", nil, []string{"124", "--redis"}},
+	} {
 		h := newHarness(t)
-		if got := h.run(cmd, "-h"); got != 0 {
-			t.Errorf("fencelock %s -h: exit = %d, want 0", cmd, got)
+		if got := h.run(tc.cmd, "-h"); got != 0 {
+			t.Errorf("fencelock %s -h: exit = %d, want 0", tc.cmd, got)
 		}
-		if out := h.stdout.String(); !strings.Contains(out, "Usage: fencelock "+cmd) || !strings.Contains(out, "124") {
-			t.Errorf("fencelock %s -h printed %q, want usage and the exit codes", cmd, out)
+		out := h.stdout.String()
+		if !strings.HasPrefix(out, "Usage: fencelock "+tc.cmd) || !strings.Contains(out, "Exit status:\n") {
+			t.Errorf("fencelock %s -h printed %q, want usage and the exit statuses", tc.cmd, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("fencelock %s -h lacks %q:\n%s", tc.cmd, w, out)
+			}
+		}
+		for _, w := range tc.unwant {
+			if strings.Contains(out, w) {
+				t.Errorf("fencelock %s -h mentions %q, which is not its own:\n%s", tc.cmd, w, out)
+			}
+		}
+		// --redis is a short text here; the URL forms are in fencelock -h.
+		if strings.Contains(out, "[user:password@]") {
+			t.Errorf("fencelock %s -h spells out every URL form:\n%s", tc.cmd, out)
 		}
 	}
 	h := newHarness(t)
-	if got := h.run("-h"); got != 0 || !strings.Contains(h.stdout.String(), "Exit status") {
-		t.Errorf("fencelock -h: exit %d, output %q; want 0 and the exit codes", got, h.stdout)
+	if got := h.run("-h"); got != 0 {
+		t.Errorf("fencelock -h: exit %d, want 0", got)
+	}
+	for _, w := range []string{"Exit status", "redis+sentinel://[user:password@]host:port", "redis+cluster://", "REDIS_USERNAME", "--timeout", "no { or }"} {
+		if !strings.Contains(h.stdout.String(), w) {
+			t.Errorf("fencelock -h lacks %q:\n%s", w, h.stdout)
+		}
 	}
 }
 
@@ -274,4 +330,132 @@ func FuzzRedisOptions(f *testing.F) {
 			t.Fatalf("redisOptions(%q) error %q reveals the password", raw, err)
 		}
 	})
+}
+
+// With Redis frozen (SIGSTOP), renewals get no answer: COMMAND gets
+// SIGTERM once the lease can no longer be renewed in time, --grace before
+// its deadline, rather than after the lease is gone.
+func TestRun_redisFrozen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode, want string
+	}{
+		{"trap", "exited after SIGTERM"},           // stops on SIGTERM
+		{"ignore-term", "was killed with SIGKILL"}, // SIGKILL at the deadline
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			s := redistest.New(t)
+			h := newHarness(t)
+			done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "2s", "--grace", "500ms", "frozen", "--"}, h.self(tc.mode)...)...)
+			h.stdout.waitFor(t, "ready")
+			frozen := time.Now()
+			s.Pause(t)
+			t.Cleanup(func() { s.Resume(t) })
+			if got := h.exit(done); got != exitLeaseLost {
+				t.Errorf("run exit = %d, want %d", got, exitLeaseLost)
+			}
+			t.Logf("Redis frozen → fencelock exited after %v (TTL 2s, grace 500ms)", time.Since(frozen).Round(time.Millisecond))
+			stderr := h.stderr.String()
+			for _, want := range []string{"cannot be renewed in time", "sending SIGTERM to COMMAND, SIGKILL at the lease's deadline", tc.want} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr = %q, want it to say %q", stderr, want)
+				}
+			}
+			if tc.mode == "trap" && !strings.Contains(h.stdout.String(), "got terminated") {
+				t.Errorf("COMMAND output = %q, want SIGTERM", h.stdout)
+			}
+		})
+	}
+}
+
+// COMMAND is dead before another run can hold the lock: run A loses its
+// connection to Redis (a partition), so its lease runs out while Redis
+// lets the lock expire; run B, waiting meanwhile, gets the lock and checks
+// that A's COMMAND, which ignores SIGTERM, no longer runs.
+func TestRun_deadBeforeNextHolder(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	p := redistest.NewProxy(t, s.Addr())
+	a := newHarness(t)
+	doneA := a.start(append([]string{"run", "--redis", "redis://" + p.Addr(), "--ttl", "5s", "--grace", "1s", "handoff", "--"}, a.self("ignore-term")...)...)
+	a.stdout.waitFor(t, "ready")
+	pid := readyPID(t, strings.TrimSpace(a.stdout.String()))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+
+	b := newHarness(t)
+	b.childEnv = append(b.childEnv, "FENCELOCK_TEST_PIDS="+strconv.Itoa(pid))
+	doneB := b.start(append([]string{"run", "--redis", redisURL(s), "handoff", "--"}, b.self("check-dead")...)...)
+	p.Partition()
+	if got := a.exit(doneA); got != exitLeaseLost {
+		t.Errorf("run A exit = %d, want %d", got, exitLeaseLost)
+	}
+	if got := b.exit(doneB); got != 0 {
+		t.Errorf("run B's COMMAND exit = %d, want 0: run A's COMMAND must be dead when B holds the lock", got)
+	}
+}
+
+// BenchmarkRun_redisFrozen measures, with Redis frozen by SIGSTOP right
+// after a renewal (so the lease has its full TTL left), the time from the
+// freeze to COMMAND's death, against the TTL, and how long before Redis
+// would let another holder in (the renewed lock's PEXPIRETIME) COMMAND
+// was dead: for a COMMAND that stops on SIGTERM (sent --grace before the
+// lease's deadline) and for one that only SIGKILL stops (sent at the
+// deadline). fencelock runs as a process of its own.
+//
+//	go test -run '^$' -bench BenchmarkRun_redisFrozen -benchtime 5x ./cmd/fencelock
+func BenchmarkRun_redisFrozen(b *testing.B) {
+	for _, ttl := range []time.Duration{2 * time.Second, 10 * time.Second} {
+		grace := ttl / 4
+		for _, mode := range []string{"trap", "ignore-term"} {
+			b.Run(fmt.Sprintf("ttl=%v/%s", ttl, mode), func(b *testing.B) {
+				s := redistest.New(b)
+				rdb := s.Client(b)
+				var toDeath, margin time.Duration
+				minMargin := time.Duration(math.MaxInt64)
+				for i := range b.N {
+					name := "frozen-" + strconv.Itoa(i)
+					cmd := exec.Command(os.Args[0], "run", "--redis", redisURL(s), "--ttl", ttl.String(), "--grace", grace.String(), name, "--", os.Args[0])
+					cmd.Env = append(os.Environ(), mainEnv+"=1", childEnv+"="+mode)
+					out, _ := cmd.StdoutPipe()
+					if err := cmd.Start(); err != nil {
+						b.Fatal(err)
+					}
+					r := bufio.NewReader(out)
+					line, _ := r.ReadString('\n')
+					f := strings.Fields(line)
+					if len(f) < 2 {
+						b.Fatalf("COMMAND said %q", line)
+					}
+					pid, _ := strconv.Atoi(f[1])
+					key := "fencelock:{" + name + "}"
+					first := rdb.PExpireTime(b.Context(), key).Val()
+					expiry := first
+					for deadline := time.Now().Add(ttl); expiry == first; expiry = rdb.PExpireTime(b.Context(), key).Val() {
+						if time.Now().After(deadline) {
+							b.Fatal("no renewal within the TTL")
+						}
+						time.Sleep(time.Millisecond) // polls Redis for the renewal
+					}
+					frozen := time.Now()
+					s.Pause(b)
+					for alive(pid) {
+						time.Sleep(time.Millisecond) // polls the kernel for COMMAND's death
+					}
+					dead := time.Now()
+					s.Resume(b)
+					cmd.Wait()
+					toDeath += dead.Sub(frozen)
+					m := time.UnixMilli(0).Add(expiry).Sub(dead)
+					margin += m
+					minMargin = min(minMargin, m)
+				}
+				b.ReportMetric(float64(toDeath.Milliseconds())/float64(b.N), "ms-freeze-to-death")
+				b.ReportMetric(float64(margin.Milliseconds())/float64(b.N), "ms-dead-before-expiry")
+				b.ReportMetric(float64(minMargin.Milliseconds()), "ms-dead-before-expiry-min")
+				b.ReportMetric(float64(ttl.Milliseconds()), "ms-ttl")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
 }

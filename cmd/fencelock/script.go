@@ -25,55 +25,84 @@ type leaseInfo struct {
 	TTLms  int64  `json:"ttl_ms"`
 }
 
-const acquireAbout = `Acquire the lock NAME (waiting up to --wait) and print the lease as
-shell assignments for eval, or as JSON with --json:
+const acquireAbout = `Acquire the lock NAME and print the lease as shell assignments for eval,
+or as JSON with --json. Like flock(1), acquire waits until the lock is
+free; --no-wait makes one attempt, --wait bounds the wait.
 
-  FENCELOCK_NAME    the lock name
-  FENCELOCK_TOKEN   the fencing token: send it with every write
-  FENCELOCK_LEASE   the public lease ID
-  FENCELOCK_FENCE   the fence text form, for a Fencing-Token header
-  FENCELOCK_SECRET  the owner secret: whoever has it can renew and release
-                    the lock. Keep it out of logs and command lines.
-  FENCELOCK_TTL     the TTL, so that a later renew uses the same one
+  FENCELOCK_NAME       the lock name
+  FENCELOCK_TOKEN      the fencing token: send it with every write
+  FENCELOCK_LEASE      the public lease ID
+  FENCELOCK_FENCE      the fence text form, for a Fencing-Token header
+  FENCELOCK_SECRET     the owner secret: whoever has it can renew and
+                       release the lock. Keep it out of logs and command lines.
+  FENCELOCK_LEASE_TTL  the lease's TTL, so that a later renew uses the same
 
-Nothing renews the lease after acquire exits: call "fencelock renew" well
-within the TTL (every TTL/3, say), and "fencelock release" when done.
+If the lock is not acquired, or anything else fails, acquire prints the
+shell statement "(exit N)" instead, N being its exit status, so that
+eval fails too and "|| exit" stops the script:
 
   eval "$(fencelock acquire --export --ttl 60s nightly)" || exit
   ... fencelock renew ...
-  fencelock release`
+  fencelock release
+
+Nothing renews the lease after acquire exits: call "fencelock renew" well
+within the TTL (every TTL/3, say), and "fencelock release" when done.`
+
+const acquireExits = `  0    acquired: the lease is printed
+  2    usage error: bad flags, arguments or environment
+  75   not acquired: another lease holds the lock (with --no-wait, or
+       after --wait), or fencelock was interrupted
+  125  fencelock itself failed (Redis unreachable, unexpected reply)
+`
 
 func (c *cli) acquire(ctx context.Context, args []string) int {
+	asJSON := false
+	code := c.acquireLeaseInfo(ctx, args, &asJSON)
+	if code != exitOK && !asJSON {
+		// eval "$(fencelock acquire ...)" must fail when acquire does:
+		// eval of nothing would succeed, and the script run unlocked.
+		if f, ok := c.stdout.(*os.File); !ok || !isTerminal(f) {
+			fmt.Fprintf(c.stdout, "(exit %d)\n", code)
+		}
+	}
+	return code
+}
+
+func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool) int {
 	var (
 		cn     conn
-		wait   time.Duration
-		asJSON bool
+		wf     waitFlags
 		export bool
 	)
-	cmd := c.command("acquire", "[flags] NAME", acquireAbout)
+	cmd := c.command("acquire", "[flags] NAME", acquireAbout, acquireExits)
 	cn.addConn(cmd)
-	cn.addTTL(cmd)
-	cmd.fs.DurationVar(&wait, "wait", 0, "how long to wait for the lock (a `duration`); 0 makes one attempt")
-	cmd.fromEnv("wait", "FENCELOCK_WAIT")
-	cmd.fs.BoolVar(&asJSON, "json", false, "print JSON instead of shell assignments")
+	cn.addTTL(cmd, "FENCELOCK_TTL")
+	wf.add(cmd)
+	cmd.fs.BoolVar(asJSON, "json", false, "print JSON instead of shell assignments")
 	cmd.fs.BoolVar(&export, "export", false, "prefix each assignment with export, so that later commands see them")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil {
 		err = oneName(pos, dashes)
 	}
-	if err == nil && wait < 0 {
-		err = usageErrorf("--wait %v is negative", wait)
-	}
-	var opts *redisTarget
+	var policy waitPolicy
 	if err == nil {
-		opts, err = cn.check(c.getenv)
+		policy, err = wf.policy(cmd)
+	}
+	var target *redisTarget
+	if err == nil {
+		target, err = cn.check(cmd)
 	}
 	if err != nil {
 		return cmd.exit(err)
 	}
-	locks, rdb := cn.locks(opts, false)
+	a := &attempts{name: pos[0], cmd: "acquire", stderr: c.stderr}
+	cn.hooks = a.hooks()
+	rdb, err := cn.connect(ctx, target)
+	if err != nil {
+		return c.fail("acquire", connectExit(ctx, exitNotAcquired), err)
+	}
 	defer rdb.Close()
-	lease, code := c.acquireLease(ctx, "acquire", locks, pos[0], wait)
+	lease, code := c.acquireLease(ctx, "acquire", &cn, rdb, cn.locks(rdb, false), a, pos[0], policy)
 	if lease == nil {
 		return code
 	}
@@ -85,18 +114,22 @@ func (c *cli) acquire(ctx context.Context, args []string) int {
 		Secret: lease.Secret(),
 		TTLms:  cn.ttl.Milliseconds(),
 	}
-	if asJSON {
+	if *asJSON {
 		b, _ := json.Marshal(info)
 		fmt.Fprintf(c.stdout, "%s\n", b)
 		return exitOK
 	}
+	// The TTL goes out as FENCELOCK_LEASE_TTL, which renew reads, and not
+	// as FENCELOCK_TTL, the default --ttl of every later command: an
+	// exported FENCELOCK_TTL would give an unrelated "fencelock run" this
+	// lease's TTL.
 	fmt.Fprint(c.stdout,
 		shellAssign(export, "FENCELOCK_NAME", info.Name),
 		shellAssign(export, "FENCELOCK_TOKEN", strconv.FormatInt(info.Token, 10)),
 		shellAssign(export, "FENCELOCK_LEASE", info.Lease),
 		shellAssign(export, "FENCELOCK_FENCE", info.Fence),
 		shellAssign(export, "FENCELOCK_SECRET", info.Secret),
-		shellAssign(export, "FENCELOCK_TTL", cn.ttl.String()),
+		shellAssign(export, "FENCELOCK_LEASE_TTL", cn.ttl.String()),
 	)
 	return exitOK
 }
@@ -107,12 +140,22 @@ FENCELOCK_SECRET is not set, from standard input: acquire's output (shell
 or JSON), or the secret alone on one line. NAME defaults to
 FENCELOCK_NAME. The secret is never taken from the command line.`
 
+const attachedExits = `  0    success
+  2    usage error: bad flags, arguments, environment or lease input
+  124  the lease no longer holds the lock (it expired, was released, or
+       another lease holds it now)
+  125  fencelock itself failed (Redis unreachable, unexpected reply), or
+       was interrupted
+`
+
 func (c *cli) renew(ctx context.Context, args []string) int {
 	return c.attached(ctx, "renew", args, `Renew a lease printed by "fencelock acquire": extend its TTL if it still
 holds the lock. A lock that is gone or held by another lease is never
-re-created: renew then exits with 124.
+re-created: renew then exits with 124. The TTL is --ttl, else the
+lease's own (FENCELOCK_LEASE_TTL, or acquire's output on standard
+input), else FENCELOCK_TTL.
 
-`+leaseInputHelp, func(ctx context.Context, l *fencelock.Lease) error { return l.Renew(ctx) })
+`+leaseInputHelp, true, func(ctx context.Context, l *fencelock.Lease) error { return l.Renew(ctx) })
 }
 
 func (c *cli) release(ctx context.Context, args []string) int {
@@ -120,37 +163,52 @@ func (c *cli) release(ctx context.Context, args []string) int {
 lease still holds it. If the lease was lost, the lock is left alone and
 release exits with 124.
 
-`+leaseInputHelp, func(ctx context.Context, l *fencelock.Lease) error { return l.Release(ctx) })
+`+leaseInputHelp, false, func(ctx context.Context, l *fencelock.Lease) error { return l.Release(ctx) })
 }
 
-// attached runs renew or release on a lease rebuilt from its secret.
-func (c *cli) attached(ctx context.Context, name string, args []string, about string, do func(context.Context, *fencelock.Lease) error) int {
+// attached runs renew or release on a lease rebuilt from its secret;
+// withTTL registers --ttl.
+func (c *cli) attached(ctx context.Context, name string, args []string, about string, withTTL bool, do func(context.Context, *fencelock.Lease) error) int {
 	var cn conn
-	cmd := c.command(name, "[flags] [NAME]", about)
+	cmd := c.command(name, "[flags] [NAME]", about, attachedExits)
 	cn.addConn(cmd)
-	cn.addTTL(cmd)
+	if withTTL {
+		cn.addTTL(cmd, "FENCELOCK_LEASE_TTL", "FENCELOCK_TTL")
+	}
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 1 || dashes) {
 		err = usageErrorf("want at most one NAME")
-	}
-	var opts *redisTarget
-	if err == nil {
-		opts, err = cn.check(c.getenv)
 	}
 	var info leaseInfo
 	if err == nil {
 		info, err = c.leaseInput(pos)
 	}
+	if err == nil && withTTL && info.TTLms != 0 {
+		if from := cmd.from["ttl"]; from == "" || from == "FENCELOCK_TTL" {
+			// The lease's own TTL, from acquire's output on standard input.
+			cn.ttl = time.Duration(info.TTLms) * time.Millisecond
+			cmd.from["ttl"] = "the lease's TTL on standard input"
+		}
+	}
+	var target *redisTarget
+	if err == nil {
+		target, err = cn.check(cmd)
+	}
 	if err != nil {
 		return cmd.exit(err)
 	}
-	locks, rdb := cn.locks(opts, false)
+	rdb, err := cn.connect(ctx, target)
+	if err != nil {
+		return c.fail(name, exitInternal, err)
+	}
 	defer rdb.Close()
-	lease, err := locks.Attach(info.Name, info.Secret, info.Token)
+	lease, err := cn.locks(rdb, false).Attach(info.Name, info.Secret, info.Token)
 	if err != nil {
 		return cmd.exit(usageError{err})
 	}
-	if err := do(ctx, lease); err != nil {
+	rctx, cancel := cn.request(ctx)
+	defer cancel()
+	if err := do(rctx, lease); err != nil {
 		if errors.Is(err, fencelock.ErrLeaseLost) {
 			return c.fail(name, exitLeaseLost, err)
 		}
@@ -177,7 +235,7 @@ func (c *cli) leaseInput(pos []string) (leaseInfo, error) {
 		if err != nil {
 			return info, usageErrorf("standard input: %v", err)
 		}
-		info.Secret = got.Secret
+		info.Secret, info.TTLms = got.Secret, got.TTLms
 		if got.Name != "" {
 			info.Name = got.Name
 		}
@@ -198,6 +256,9 @@ func (c *cli) leaseInput(pos []string) (leaseInfo, error) {
 		return info, usageErrorf("no lease secret in FENCELOCK_SECRET or standard input")
 	case token == "":
 		return info, usageErrorf("missing FENCELOCK_TOKEN")
+	}
+	if err := validName(info.Name); err != nil {
+		return info, err
 	}
 	n, err := strconv.ParseInt(token, 10, 64)
 	if err != nil || n <= 0 {
@@ -234,6 +295,13 @@ func parseLeaseInput(s string) (leaseInfo, error) {
 			}
 			info.Token = n
 		}
+		if ttl := vars["FENCELOCK_LEASE_TTL"]; ttl != "" {
+			d, err := time.ParseDuration(ttl)
+			if err != nil {
+				return info, fmt.Errorf("FENCELOCK_LEASE_TTL %q is not a duration", ttl)
+			}
+			info.TTLms = d.Milliseconds()
+		}
 	case strings.ContainsAny(t, "\n\t "):
 		return info, errors.New("want acquire's output or the secret alone")
 	default:
@@ -252,7 +320,13 @@ func isTerminal(f *os.File) bool {
 
 const statusAbout = `Show who holds the lock NAME: the holder's public lease ID, the lock's
 remaining TTL, and the last token issued for NAME. It never shows the
-holder's secret. Exits 0 whether or not the lock is held.`
+holder's secret.`
+
+const statusExits = `  0    success, whether or not the lock is held
+  2    usage error: bad flags, arguments or environment
+  125  fencelock itself failed (Redis unreachable, unexpected reply), or
+       was interrupted
+`
 
 // lockStatus is what status prints.
 type lockStatus struct {
@@ -268,26 +342,28 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		cn     conn
 		asJSON bool
 	)
-	cmd := c.command("status", "[flags] NAME", statusAbout)
+	cmd := c.command("status", "[flags] NAME", statusAbout, statusExits)
 	cn.addConn(cmd)
 	cmd.fs.BoolVar(&asJSON, "json", false, "print JSON")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil {
 		err = oneName(pos, dashes)
 	}
+	var target *redisTarget
 	if err == nil {
-		err = validName(pos[0])
-	}
-	var opts *redisTarget
-	if err == nil {
-		opts, err = cn.check(c.getenv)
+		target, err = cn.check(cmd)
 	}
 	if err != nil {
 		return cmd.exit(err)
 	}
-	rdb := opts.client()
+	rdb, err := cn.connect(ctx, target)
+	if err != nil {
+		return c.fail("status", exitInternal, err)
+	}
 	defer rdb.Close()
-	st, err := readStatus(ctx, rdb, &cn, pos[0])
+	rctx, cancel := cn.request(ctx)
+	defer cancel()
+	st, err := readStatus(rctx, rdb, &cn, pos[0])
 	if err != nil {
 		return c.fail("status", exitInternal, err)
 	}
@@ -347,7 +423,8 @@ func readStatus(ctx context.Context, rdb redis.UniversalClient, cn *conn, name s
 	return st, nil
 }
 
-// oneName checks that the positional arguments are exactly one NAME.
+// oneName checks that the positional arguments are exactly one NAME, a
+// valid lock name.
 func oneName(pos []string, dashes bool) error {
 	switch {
 	case len(pos) == 0:
@@ -355,18 +432,18 @@ func oneName(pos []string, dashes bool) error {
 	case len(pos) > 1 || dashes:
 		return usageErrorf("want exactly one NAME")
 	}
-	return nil
+	return validName(pos[0])
 }
 
-// validName mirrors the library's rule for lock names, for commands that
-// read a lock without going through the library.
+// validName checks the library's rule for lock names before anything is
+// sent, and words it plainly.
 func validName(name string) error {
 	if name == "" || len(name) > fencelock.MaxNameLen {
-		return usageErrorf("lock name length %d not in [1, %d]", len(name), fencelock.MaxNameLen)
+		return usageErrorf("lock name has %d characters: use 1 to %d letters, digits, spaces or punctuation (printable ASCII), but no { or }", len(name), fencelock.MaxNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c < 0x20 || c > 0x7e || c == '{' || c == '}' {
-			return usageErrorf("lock name %q: byte %#x is not printable ASCII other than braces", name, c)
+			return usageErrorf("lock name %q: use only letters, digits, spaces and punctuation (printable ASCII), but no { or } (which would break its Redis Cluster hash tag)", name)
 		}
 	}
 	return nil

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,8 +50,8 @@ func TestAcquireRenewRelease(t *testing.T) {
 	if err != nil || f.Lock != "script-job" || strconv.FormatInt(f.Token, 10) != stored || f.Lease != vars["FENCELOCK_LEASE"] {
 		t.Errorf("FENCELOCK_FENCE = %q (%+v, %v), want lock, token and lease of the acquisition", vars["FENCELOCK_FENCE"], f, err)
 	}
-	if got := vars["FENCELOCK_TTL"]; got != "3s" {
-		t.Errorf("FENCELOCK_TTL = %q, want 3s", got)
+	if got := vars["FENCELOCK_LEASE_TTL"]; got != "3s" {
+		t.Errorf("FENCELOCK_LEASE_TTL = %q, want 3s", got)
 	}
 
 	// A later process of the same script renews with a longer TTL, taking
@@ -153,11 +155,15 @@ func TestAcquire_held(t *testing.T) {
 	s := redistest.New(t)
 	acquireVars(t, s, "held")
 	h := newHarness(t)
-	if code := h.run("acquire", "--redis", redisURL(s), "held"); code != exitNotAcquired {
-		t.Errorf("acquire of a held lock: exit = %d, want %d", code, exitNotAcquired)
+	if code := h.run("acquire", "--redis", redisURL(s), "-n", "held"); code != exitNotAcquired {
+		t.Errorf("acquire -n of a held lock: exit = %d, want %d", code, exitNotAcquired)
 	}
-	if out := h.stdout.String(); out != "" {
-		t.Errorf("acquire of a held lock printed %q, want nothing", out)
+	if out, want := h.stdout.String(), "(exit 75)\n"; out != want {
+		t.Errorf("acquire -n of a held lock printed %q, want %q", out, want)
+	}
+	h = newHarness(t)
+	if code := h.run("acquire", "--redis", redisURL(s), "--json", "-n", "held"); code != exitNotAcquired || h.stdout.String() != "" {
+		t.Errorf("acquire --json -n of a held lock: exit = %d, output %q; want %d and nothing", code, h.stdout, exitNotAcquired)
 	}
 }
 
@@ -343,4 +349,99 @@ func FuzzParseLeaseInput(f *testing.F) {
 			t.Fatalf("parseLeaseInput(%q) accepted token %d", in, info.Token)
 		}
 	})
+}
+
+// The documented idiom stops the script whenever acquire fails, in bash
+// and dash alike: acquire then prints a failing statement, where nothing
+// would make eval succeed and the script run without the lock.
+func TestAcquire_evalIdiom(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	if _, err := fencelock.New(s.Client(t), &fencelock.Options{TTL: time.Minute}).TryAcquire(t.Context(), "eval-held"); err != nil {
+		t.Fatal(err)
+	}
+	down := closedURL(t)
+	for _, shell := range []string{"bash", "dash"} {
+		path, err := exec.LookPath(shell)
+		if err != nil {
+			t.Errorf("no %s: install it (apt-get install %[1]s) to test the idiom in it", shell)
+			continue
+		}
+		for _, tc := range []struct {
+			what, url, args string
+			want            int
+		}{
+			{"free lock", redisURL(s), "-n eval-free-" + shell, 0},
+			{"held lock", redisURL(s), "-n eval-held", exitNotAcquired},
+			{"held lock after --wait", redisURL(s), "--wait 50ms eval-held", exitNotAcquired},
+			{"Redis down", down, "eval-down", exitInternal},
+			{"bad flag", redisURL(s), "--ttl 10 eval-bad", exitUsage},
+		} {
+			// "$0" is fencelock (this test binary in main mode).
+			script := `eval "$("$0" acquire --export --redis ` + tc.url + ` ` + tc.args + `)" || exit
+echo "ran with token $FENCELOCK_TOKEN"`
+			cmd := exec.Command(path, "-c", script, os.Args[0])
+			cmd.Env = append(os.Environ(), mainEnv+"=1")
+			out, err := cmd.Output()
+			got := cmd.ProcessState.ExitCode()
+			if got != tc.want {
+				t.Errorf("%s, %s: script exit = %d (%v), want %d", shell, tc.what, got, err, tc.want)
+			}
+			if ran := strings.Contains(string(out), "ran with token"); ran != (tc.want == 0) {
+				t.Errorf("%s, %s: script output %q; want it to run on only when acquired", shell, tc.what, out)
+			}
+		}
+	}
+}
+
+// acquire --export leaves FENCELOCK_TTL alone: exported, it would be the
+// --ttl of every later command in the shell. The lease's TTL goes out as
+// FENCELOCK_LEASE_TTL, which renew alone reads.
+func TestAcquire_exportKeepsTTLToTheLease(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	vars := acquireVars(t, s, "--export", "--ttl", "1m", "exported")
+	if _, ok := vars["FENCELOCK_TTL"]; ok {
+		t.Errorf("acquire --export set FENCELOCK_TTL=%s", vars["FENCELOCK_TTL"])
+	}
+	if got := vars["FENCELOCK_LEASE_TTL"]; got != "1m0s" {
+		t.Errorf("FENCELOCK_LEASE_TTL = %q, want 1m0s", got)
+	}
+
+	// An unrelated run in the same shell gets the default TTL.
+	h := newHarness(t)
+	h.env = vars
+	h.childEnv = append(h.childEnv, "FENCELOCK_LEASE_TTL=1m0s", "FENCELOCK_SECRET="+vars["FENCELOCK_SECRET"])
+	done := h.start(append([]string{"run", "--redis", redisURL(s), "unrelated", "--"}, h.self("trap")...)...)
+	h.stdout.waitFor(t, "ready")
+	if pttl := rdb.PTTL(t.Context(), "fencelock:{unrelated}").Val(); pttl <= 0 || pttl > 10*time.Second {
+		t.Errorf("PTTL of an unrelated run's lock = %v, want the default 10s", pttl)
+	}
+	h.signal(syscall.SIGTERM)
+	h.exit(done)
+
+	// renew keeps the lease's own TTL, from the environment or from
+	// acquire's output on standard input.
+	rdb.PExpire(t.Context(), "fencelock:{exported}", 5*time.Second)
+	h = newHarness(t)
+	h.env = vars
+	if code := h.run("renew", "--redis", redisURL(s)); code != 0 {
+		t.Fatalf("renew exit = %d", code)
+	}
+	if pttl := rdb.PTTL(t.Context(), "fencelock:{exported}").Val(); pttl <= 10*time.Second {
+		t.Errorf("PTTL after renew = %v, want the lease's 1m", pttl)
+	}
+	rdb.PExpire(t.Context(), "fencelock:{exported}", 5*time.Second)
+	h = newHarness(t)
+	h.env = map[string]string{"FENCELOCK_TTL": "20s"} // the lease's TTL wins over the general default
+	for k, v := range vars {
+		h.stdin += "export " + k + "=" + shellQuote(v) + "\n"
+	}
+	if code := h.run("renew", "--redis", redisURL(s)); code != 0 {
+		t.Fatalf("renew < acquire's output: exit = %d", code)
+	}
+	if pttl := rdb.PTTL(t.Context(), "fencelock:{exported}").Val(); pttl <= 20*time.Second {
+		t.Errorf("PTTL after renew < acquire's output = %v, want the lease's 1m", pttl)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,13 +76,22 @@ func launchRedis(ctx context.Context, bin, dir string) (*localRedis, error) {
 	// which stops the server after cleaning up, not the server directly.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setDeathSignal(r.cmd.SysProcAttr)
-	if err := r.cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		// The death signal comes when the starting thread exits: this
+		// one stays locked to the goroutine until the server has exited.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := r.cmd.Start()
+		started <- err
+		if err == nil {
+			r.cmd.Wait()
+			close(r.exited)
+		}
+	}()
+	if err := <-started; err != nil {
 		return nil, err
 	}
-	go func() {
-		r.cmd.Wait()
-		close(r.exited)
-	}()
 
 	rdb := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer rdb.Close()

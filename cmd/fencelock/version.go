@@ -12,7 +12,7 @@ import (
 var version string
 
 func (c *cli) version(ctx context.Context, args []string) int {
-	cmd := c.command("version", "", "Print fencelock's version, VCS revision and Go version.")
+	cmd := c.command("version", "", "Print fencelock's version, VCS revision and Go version.", "  0    success\n  2    usage error: version takes no arguments\n")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 0 || dashes) {
 		err = usageErrorf("version takes no arguments")

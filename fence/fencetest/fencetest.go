@@ -47,6 +47,7 @@ var cases = []struct {
 	{"Delete", testDelete},
 	{"Invalid", testInvalid},
 	{"LargeTokens", testLargeTokens},
+	{"TokenOrder", testTokenOrder},
 	{"LargeValue", testLargeValue},
 	{"EmptyValue", testEmptyValue},
 	{"ResourceNames", testResourceNames},
@@ -244,7 +245,9 @@ func testLargeTokens(t *testing.T, s fence.Store) {
 	mustPut(t, s, resource, newest, "newest")
 	wantState(t, s, resource, "newest", newest)
 
-	// 2^53+1 is not a float64; 2^53 is, and equals float64(2^53+1).
+	// 2^53+1 is not a float64; 2^53 is, and equals float64(2^53+1). A
+	// store that compares doubles refuses 2^53 after 2^53+1 by luck, so
+	// both orders are tried.
 	res := "precision"
 	hi := fenceOf(1<<53+1, "a")
 	mustPut(t, s, res, hi, "hi")
@@ -252,6 +255,93 @@ func testLargeTokens(t *testing.T, s fence.Store) {
 	err = s.Put(t.Context(), res, lo, []byte("lo"))
 	wantStale(t, fmt.Sprintf("Put(%q, %v)", res, lo), err, hi, lo)
 	wantState(t, s, res, "hi", hi)
+
+	res = "precision, rising"
+	mustPut(t, s, res, lo, "lo")
+	mustPut(t, s, res, hi, "hi")
+	wantState(t, s, res, "hi", hi)
+}
+
+// tokenPairs are pairs of tokens that a store comparing anything but
+// int64s gets wrong in at least one order: neighbours beyond 2^53, where
+// doubles round them together; numbers of different lengths, which
+// strings compare by their first digit; and numbers that differ only in
+// their last digits, or only in their first, whatever the cut a
+// comparison in parts makes.
+var tokenPairs = [][2]int64{
+	{1, 2},
+	{9, 10},
+	{99, 100},
+	{999999999999999, 1000000000000000},
+	{1000000000000000, 1000000000000001},
+	{1 << 53, 1<<53 + 1},
+	{1<<53 + 1, 1<<53 + 2},
+	{1796112827851832, 1796112827851833},
+	{1796112827851832, 2796112827851832},
+	{1796112827851832, 17961128278518320},
+	{4611686018427387903, 4611686018427387904},
+	{5000000000000000000, 5000000000000000001},
+	{1999999999000000000, 2000000000000000000},
+	{math.MaxInt64 - 1, math.MaxInt64},
+}
+
+// testTokenOrder writes each pair of tokenPairs in both orders, each on a
+// resource of its own, and wants the store to decide as Go's comparison
+// of int64s does.
+func testTokenOrder(t *testing.T, s fence.Store) {
+	for i, p := range tokenPairs {
+		CheckTokenOrder(t, s, fmt.Sprintf("rising %d", i), p[0], p[1])
+		CheckTokenOrder(t, s, fmt.Sprintf("falling %d", i), p[1], p[0])
+		CheckTokenOrder(t, s, fmt.Sprintf("equal %d", i), p[1], p[1])
+	}
+}
+
+// CheckTokenOrder puts a fence with token first, then one of another
+// lease with token second, on resource, which must be unwritten, and fails
+// t unless the store accepts the second exactly when second > first, the
+// int64 comparison, and ends up with the newer fence. Tokens must be
+// positive.
+func CheckTokenOrder(t *testing.T, s fence.Store, resource string, first, second int64) {
+	t.Helper()
+	a, b := fenceOf(first, "a"), fenceOf(second, "b")
+	mustPut(t, s, resource, a, "first")
+	err := s.Put(t.Context(), resource, b, []byte("second"))
+	if second > first {
+		if err != nil {
+			t.Errorf("Put(%q, %v) after %v = %v, want nil: %d > %d", resource, b, a, err, second, first)
+		}
+		wantState(t, s, resource, "second", b)
+		return
+	}
+	wantStale(t, fmt.Sprintf("Put(%q, %v) after %v", resource, b, a), err, a, b)
+	wantState(t, s, resource, "first", a)
+}
+
+// FuzzTokenOrder fuzzes CheckTokenOrder on each of stores, one resource
+// per input, starting from the pairs that Run's TokenOrder checks. Call it
+// from a Fuzz function of the stores' tests; without -fuzz it runs just
+// those pairs. Inputs are made positive by clearing the sign bit (0
+// becomes 1).
+func FuzzTokenOrder(f *testing.F, stores ...fence.Store) {
+	for _, p := range tokenPairs {
+		f.Add(p[0], p[1])
+		f.Add(p[1], p[0])
+	}
+	var n atomic.Int64
+	f.Fuzz(func(t *testing.T, first, second int64) {
+		first, second = positive(first), positive(second)
+		resource := fmt.Sprintf("fuzz %d: %d then %d", n.Add(1), first, second)
+		for _, s := range stores {
+			CheckTokenOrder(t, s, resource, first, second)
+		}
+	})
+}
+
+func positive(n int64) int64 {
+	if n &= math.MaxInt64; n == 0 {
+		return 1
+	}
+	return n
 }
 
 func testLargeValue(t *testing.T, s fence.Store) {
@@ -294,14 +384,28 @@ func testResourceNames(t *testing.T, s fence.Store) {
 	wantState(t, s, "A", "still accepted", fenceOf(104, "c"))
 }
 
-// testConcurrent runs writers with mixed tokens and leases against one
+// Concurrent checks only the property that Run's Concurrent subtest
+// checks, on s, which may have been written to before (it uses resource
+// names of its own). A store in process memory may need it many times
+// over to meet the rare interleavings that a broken one gets wrong: its
+// accesses are so short that writers seldom overlap.
+func Concurrent(t *testing.T, s fence.Store) {
+	t.Helper()
+	testConcurrentOn(t, s, fmt.Sprintf("concurrent %d", concurrentRuns.Add(1)))
+}
+
+var concurrentRuns atomic.Int64
+
+func testConcurrent(t *testing.T, s fence.Store) { testConcurrentOn(t, s, resource) }
+
+// testConcurrentOn runs writers with mixed tokens and leases against one
 // resource. Each writer does a fenced read and then a Put with the same
 // fence whose value is what it read plus its own fence, so the value is a
 // log of accepted writes in the order the store accepted them. Separately,
 // every writer keeps the fences the store accepted from it. In a correct
 // store the log's tokens never decrease, and no token is accepted for two
 // leases, in the log or anywhere in the run.
-func testConcurrent(t *testing.T, s fence.Store) {
+func testConcurrentOn(t *testing.T, s fence.Store, resource string) {
 	const writers, perWriter = 8, 25
 	var clock atomic.Int64
 	accepted := make([][]fence.Fence, writers)

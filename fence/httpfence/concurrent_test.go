@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,4 +126,61 @@ func TestMiddleware_perResource(t *testing.T) {
 	if w := request(t.Context(), "/a", 2); w.Code != http.StatusOK {
 		t.Errorf("POST /a after release: status %d, want 200", w.Code)
 	}
+}
+
+// TestMiddleware_serialisesHandlers shows, without relying on the race
+// detector, that no request for a resource is checked or handled while a
+// handler for it runs. While the handler of an older fence runs, it sends
+// a request with a newer fence whose context has already ended, so that
+// the request cannot wait for the resource: it must be turned away (503)
+// without being checked, else its handler would act before the older
+// one's ends, the stale holder's effect landing after the newer one's.
+// The Store ignores the ended context, so that only the middleware's
+// serialisation can turn the request away.
+func TestMiddleware_serialisesHandlers(t *testing.T) {
+	var events []string
+	store := &fence.Memory{}
+	mw := &httpfence.Middleware{Store: ignoreCancel{store}, Resource: byPath}
+	var h http.Handler
+	var nested *httptest.ResponseRecorder
+	h = mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, _ := httpfence.FromContext(r.Context())
+		events = append(events, fmt.Sprintf("start %d", f.Token))
+		if f.Token == 1 {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			nested = httptest.NewRecorder()
+			h.ServeHTTP(nested, fencedRequest(ctx, "/a", 2))
+		}
+		events = append(events, fmt.Sprintf("end %d", f.Token))
+	}))
+
+	first := httptest.NewRecorder()
+	h.ServeHTTP(first, fencedRequest(t.Context(), "/a", 1))
+	if first.Code != http.StatusOK {
+		t.Fatalf("POST /a with token 1: status %d, want 200", first.Code)
+	}
+	if nested.Code != http.StatusServiceUnavailable {
+		t.Errorf("POST /a with token 2 during token 1's handler, unable to wait: status %d, want 503", nested.Code)
+	}
+	if got, want := strings.Join(events, ", "), "start 1, end 1"; got != want {
+		t.Errorf("handler events %q, want %q: a handler ran inside another's for the same resource", got, want)
+	}
+	if _, cur, _ := store.Load(t.Context(), "/a"); cur.Token != 1 {
+		t.Errorf("fence after the turned-away request: token %d, want 1: it was checked and recorded", cur.Token)
+	}
+}
+
+func fencedRequest(ctx context.Context, path string, token int64) *http.Request {
+	r := httptest.NewRequestWithContext(ctx, "POST", path, nil)
+	r.Header.Set(httpfence.Header, fence.Fence{Lock: "l", Token: token, Lease: "x"}.String())
+	return r
+}
+
+// ignoreCancel is a Store that carries on when the caller's context has
+// ended.
+type ignoreCancel struct{ *fence.Memory }
+
+func (s ignoreCancel) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
+	return s.Memory.Get(context.WithoutCancel(ctx), resource, f)
 }

@@ -14,10 +14,11 @@ import (
 // say: 400 for what does not parse, 409 for a stale fence, else 200 with
 // the parsed fence in the context.
 func FuzzMiddleware(f *testing.F) {
+	f.Add(`"1764431234567890";lock="orders";lease="k3J9x"`)
+	f.Add(`"5";lock="orders";lease="k3J9x"`)
+	f.Add(`"2000";lock="other";lease="x";ext=?1`)
+	f.Add(`"2000" ;lock="orders";lease="x"`)
 	f.Add(`1764431234567890;lock="orders";lease="k3J9x"`)
-	f.Add(`5;lock="orders";lease="k3J9x"`)
-	f.Add(`2000;lock="other";lease="x";ext=?1`)
-	f.Add(`2000 ;lock="orders";lease="x"`)
 	f.Add("")
 	current := fence.Fence{Lock: "orders", Token: 1000, Lease: "a"}
 	f.Fuzz(func(t *testing.T, value string) {

@@ -3,9 +3,16 @@
 // and a client transport that sends the fence.
 //
 // The fence travels in the Fencing-Token header, in the text form of
-// fence.Fence (fence.Parse):
+// fence.Fence (fence.Parse), an RFC 9651 Structured Field Item that any
+// standard structured-field parser reads: the token as a String of
+// digits, with the lock name and lease ID as String parameters.
 //
-//	Fencing-Token: 1764431234567890;lock="orders:42";lease="k3J9x"
+//	Fencing-Token: "1764431234567890";lock="orders:42";lease="k3J9x"
+//
+// Until v1.0.0 the middleware also accepts the deprecated form that
+// earlier versions sent, with the token as a bare integer
+// (1764431234567890;lock=...), which is not valid RFC 9651; the Transport
+// sends only the new form.
 //
 // The middleware records the fence and runs the handler while holding a
 // per-resource mutex, so no request with an older fence can run between
@@ -23,6 +30,7 @@ import (
 	"net/http"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/internal/keyed"
 )
 
 // Header is the HTTP header that carries a fence.
@@ -54,7 +62,7 @@ type Middleware struct {
 	// has no fence header. Default: false, such requests get 428.
 	Optional bool
 
-	locks keyedMutex
+	locks keyed.Mutex
 }
 
 // Handler returns next behind the fence check. For an admitted request,
@@ -87,7 +95,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 
-		unlock, err := m.locks.lock(r.Context(), resource)
+		unlock, err := m.locks.Lock(r.Context(), resource)
 		if err != nil {
 			writeProblem(w, unavailable)
 			return

@@ -55,18 +55,20 @@ func TestMiddleware(t *testing.T) {
 		want    int
 		body    string // for 200: the body; else: part of the problem detail
 	}{
-		{"admitted", required, "POST", []string{`11;lock="orders";lease="b"`}, 200, `11;lock="orders";lease="b"`},
-		{"same lease again", required, "PUT", []string{`11;lease="b";lock="orders"`}, 200, `11;lock="orders";lease="b"`},
-		{"stale", required, "POST", []string{`10;lock="orders";lease="a"`}, 409, "token 10 is older than current token 11"},
-		{"other lease", required, "POST", []string{`11;lock="orders";lease="c"`}, 409, `belongs to lease "b"`},
-		{"other lock", required, "POST", []string{`99;lock="invoices";lease="c"`}, 409, `fenced by lock "orders"`},
+		{"admitted", required, "POST", []string{`"11";lock="orders";lease="b"`}, 200, `"11";lock="orders";lease="b"`},
+		{"same lease again", required, "PUT", []string{`"11";lease="b";lock="orders"`}, 200, `"11";lock="orders";lease="b"`},
+		{"deprecated form", required, "PUT", []string{`11;lock="orders";lease="b"`}, 200, `"11";lock="orders";lease="b"`},
+		{"stale", required, "POST", []string{`"10";lock="orders";lease="a"`}, 409, "token 10 is older than current token 11"},
+		{"stale, deprecated form", required, "POST", []string{`10;lock="orders";lease="a"`}, 409, "token 10 is older than current token 11"},
+		{"other lease", required, "POST", []string{`"11";lock="orders";lease="c"`}, 409, `belongs to lease "b"`},
+		{"other lock", required, "POST", []string{`"99";lock="invoices";lease="c"`}, 409, `fenced by lock "orders"`},
 		{"missing", required, "DELETE", nil, 428, "Fencing-Token"},
 		{"missing, optional", optional, "DELETE", nil, 200, "unfenced"},
 		{"not fenced", required, "GET", nil, 200, "unfenced"},
-		{"malformed", required, "POST", []string{`11;lock=orders;lease="b"`}, 400, "must be a string"},
-		{"invalid", required, "POST", []string{`0;lock="orders";lease="b"`}, 400, "not positive"},
-		{"twice", required, "POST", []string{`12;lock="orders";lease="b"`, `12;lock="orders";lease="b"`}, 400, "more than one"},
-		{"list", required, "POST", []string{`12;lock="orders";lease="b", 13;lock="orders";lease="b"`}, 400, "invalid fence"},
+		{"malformed", required, "POST", []string{`"11";lock=orders;lease="b"`}, 400, "must be a string"},
+		{"invalid", required, "POST", []string{`"0";lock="orders";lease="b"`}, 400, "zero"},
+		{"twice", required, "POST", []string{`"12";lock="orders";lease="b"`, `"12";lock="orders";lease="b"`}, 400, "more than one"},
+		{"list", required, "POST", []string{`"12";lock="orders";lease="b", "13";lock="orders";lease="b"`}, 400, "invalid fence"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +108,7 @@ func TestMiddleware(t *testing.T) {
 func TestMiddleware_storeFails(t *testing.T) {
 	h := (&httpfence.Middleware{Store: failingStore{&fence.Memory{}}, Resource: byPath}).Handler(echoFence)
 	r := httptest.NewRequest("POST", "/x", nil)
-	r.Header.Set(httpfence.Header, `1;lock="l";lease="a"`)
+	r.Header.Set(httpfence.Header, `"1";lock="l";lease="a"`)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusServiceUnavailable {

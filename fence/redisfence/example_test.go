@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/redisfence"
@@ -18,6 +19,7 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
+	logging.Disable() // go-redis dial and pool logs would bury the failures
 	srv, err := redistest.Launch(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "redisfence tests:", err)

@@ -51,7 +51,7 @@ type Options struct {
 	// TTL, if positive, makes a value expire TTL after the Put that wrote
 	// it (rounded up to a millisecond). The fence never expires, so an
 	// expired value reads as empty but no older holder can write it
-	// again. Default: 0, values never expire.
+	// again. It must not be negative. Default: 0, values never expire.
 	TTL time.Duration
 }
 
@@ -60,28 +60,38 @@ type Store struct {
 	rdb    redis.Scripter
 	prefix string
 	ttl    string // milliseconds, "0" for none
+	err    error  // invalid arguments to New, returned by every call
 }
 
 var _ fence.Store = (*Store)(nil)
 
 // New returns a Store that runs its scripts through rdb, a *redis.Client,
-// *redis.ClusterClient or any other redis.Scripter. It panics if
-// opts.Prefix starts with '}'.
+// *redis.ClusterClient or any other redis.Scripter. A nil opts selects
+// every default. Invalid options (a Prefix starting with '}', a negative
+// TTL) or a nil rdb are reported, wrapping fence.ErrInvalid, by every call
+// on the Store, which then sends nothing.
 func New(rdb redis.Scripter, opts *Options) *Store {
 	s := &Store{rdb: rdb, prefix: "fence:", ttl: "0"}
-	if opts == nil {
-		return s
+	var errs []error
+	if rdb == nil {
+		errs = append(errs, fmt.Errorf("%w: redisfence: nil Redis client", fence.ErrInvalid))
 	}
-	if opts.Prefix != "" {
+	if opts != nil {
 		if strings.HasPrefix(opts.Prefix, "}") {
-			panic("redisfence: Options.Prefix must not start with '}'")
+			errs = append(errs, fmt.Errorf("%w: redisfence: Options.Prefix %q starts with '}'", fence.ErrInvalid, opts.Prefix))
 		}
-		s.prefix = opts.Prefix
+		if opts.Prefix != "" {
+			s.prefix = opts.Prefix
+		}
+		if opts.TTL < 0 {
+			errs = append(errs, fmt.Errorf("%w: redisfence: negative Options.TTL %v", fence.ErrInvalid, opts.TTL))
+		}
+		if opts.TTL > 0 {
+			ms := (opts.TTL + time.Millisecond - 1) / time.Millisecond
+			s.ttl = strconv.FormatInt(int64(ms), 10)
+		}
 	}
-	if opts.TTL > 0 {
-		ms := (opts.TTL + time.Millisecond - 1) / time.Millisecond
-		s.ttl = strconv.FormatInt(int64(ms), 10)
-	}
+	s.err = errors.Join(errs...)
 	return s
 }
 
@@ -114,6 +124,9 @@ func (s *Store) Delete(ctx context.Context, resource string, f fence.Fence) erro
 
 // Load implements fence.Store.
 func (s *Store) Load(ctx context.Context, resource string) ([]byte, fence.Fence, error) {
+	if s.err != nil {
+		return nil, fence.Fence{}, fmt.Errorf("redisfence: load %q: %w", resource, s.err)
+	}
 	reply, err := loadScript.Run(ctx, s.rdb, s.keys(resource)).Slice()
 	if err == nil {
 		err = wrongType(reply)
@@ -138,6 +151,9 @@ func (s *Store) Load(ctx context.Context, resource string) ([]byte, fence.Fence,
 // turns a refusal or a wrong-type reply into an error. On acceptance it
 // returns the reply, whose first element is 1.
 func (s *Store) run(ctx context.Context, script *redis.Script, op, resource string, f fence.Fence, extra ...any) ([]any, error) {
+	if s.err != nil {
+		return nil, fmt.Errorf("redisfence: %s %q: %w", op, resource, s.err)
+	}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("redisfence: %s %q: %w", op, resource, err)
 	}

@@ -146,13 +146,35 @@ func TestStore_unreachable(t *testing.T) {
 	}
 }
 
-func TestNew_badPrefix(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Errorf("New with Prefix \"}x\" did not panic")
+// TestNew_invalid shows the constructor's error policy, the library's:
+// New never fails, and every call on a Store made from invalid arguments
+// returns an error wrapping fence.ErrInvalid and sends nothing.
+func TestNew_invalid(t *testing.T) {
+	srv := redistest.New(t)
+	rdb := srv.Client(t)
+	f := fence.Fence{Lock: "orders", Token: 1, Lease: "a"}
+	for name, s := range map[string]*redisfence.Store{
+		"prefix }x":    redisfence.New(rdb, &redisfence.Options{Prefix: "}x"}),
+		"prefix }":     redisfence.New(rdb, &redisfence.Options{Prefix: "}"}),
+		"negative TTL": redisfence.New(rdb, &redisfence.Options{TTL: -time.Second}),
+		"nil client":   redisfence.New(nil, nil),
+	} {
+		_, _, loadErr := s.Load(t.Context(), "r")
+		_, getErr := s.Get(t.Context(), "r", f)
+		for op, err := range map[string]error{
+			"Put":    s.Put(t.Context(), "r", f, []byte("v")),
+			"Get":    getErr,
+			"Delete": s.Delete(t.Context(), "r", f),
+			"Load":   loadErr,
+		} {
+			if !errors.Is(err, fence.ErrInvalid) {
+				t.Errorf("%s: %s = %v, want ErrInvalid", name, op, err)
+			}
 		}
-	}()
-	redisfence.New(nil, &redisfence.Options{Prefix: "}x"})
+	}
+	if keys, err := rdb.Keys(t.Context(), "*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("KEYS * = %q, %v; want none: invalid Stores must send nothing", keys, err)
+	}
 }
 
 func BenchmarkPut(b *testing.B) {
@@ -166,4 +188,8 @@ func BenchmarkPut(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func FuzzTokenOrder(f *testing.F) {
+	fencetest.FuzzTokenOrder(f, redisfence.New(redistest.New(f).Client(f), nil))
 }

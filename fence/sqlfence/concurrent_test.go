@@ -16,7 +16,7 @@ import (
 
 // txFunc is the shape of Store.Tx, so the test can run the same load
 // through Tx and through the non-atomic variant below.
-type txFunc func(ctx context.Context, resource string, f fence.Fence, fn func(*sql.Tx) error) error
+type txFunc func(ctx context.Context, resource string, f fence.Fence, fn func(context.Context, *sql.Tx) error) error
 
 // TestStore_Tx_concurrent runs many transactions with mixed tokens and
 // leases against one resource. Each accepted transaction appends its fence
@@ -47,7 +47,7 @@ func TestStore_Tx_concurrent(t *testing.T) {
 			h := newHistory(t, db, d.dialect, table)
 			// Create the fence row, so both variants start alike.
 			seed := fence.Fence{Lock: "orders", Token: 1, Lease: "seed"}
-			if err := s.Tx(t.Context(), "r", seed, func(*sql.Tx) error { return nil }); err != nil {
+			if err := s.Tx(t.Context(), "r", seed, func(context.Context, *sql.Tx) error { return nil }); err != nil {
 				t.Fatalf("Tx(%v) = %v", seed, err)
 			}
 			var clock atomic.Int64
@@ -78,7 +78,7 @@ func load(t *testing.T, tx txFunc, h *history, clock *atomic.Int64, round int) {
 				// Tokens mostly rise but arrive out of order, and each is
 				// tried with two leases.
 				f := fence.Fence{Lock: "orders", Token: clock.Add(1)/4 + 2 + r.Int64N(3), Lease: []string{"x", "y"}[r.IntN(2)]}
-				err := tx(t.Context(), "r", f, func(tx *sql.Tx) error { return h.append(t.Context(), tx, f) })
+				err := tx(t.Context(), "r", f, func(ctx context.Context, tx *sql.Tx) error { return h.append(ctx, tx, f) })
 				if err != nil && !errors.Is(err, fence.ErrStale) {
 					errs[w] = fmt.Errorf("fenced transaction with %v: %w", f, err)
 					return
@@ -102,7 +102,7 @@ func checkThenWrite(db *sql.DB, d sqlfence.Dialect, table string) txFunc {
 	}
 	read := fmt.Sprintf("SELECT lock_name, token, lease FROM %s WHERE resource = %s", table, p(1))
 	write := fmt.Sprintf("UPDATE %s SET lock_name = %s, token = %s, lease = %s WHERE resource = %s", table, p(1), p(2), p(3), p(4))
-	return func(ctx context.Context, resource string, f fence.Fence, fn func(*sql.Tx) error) error {
+	return func(ctx context.Context, resource string, f fence.Fence, fn func(context.Context, *sql.Tx) error) error {
 		var cur fence.Fence
 		if err := db.QueryRowContext(ctx, read, []byte(resource)).Scan(&cur.Lock, &cur.Token, &cur.Lease); err != nil {
 			return err
@@ -118,7 +118,7 @@ func checkThenWrite(db *sql.DB, d sqlfence.Dialect, table string) txFunc {
 		if _, err := tx.ExecContext(ctx, write, f.Lock, f.Token, f.Lease, []byte(resource)); err != nil {
 			return err
 		}
-		if err := fn(tx); err != nil {
+		if err := fn(ctx, tx); err != nil {
 			return err
 		}
 		return tx.Commit()

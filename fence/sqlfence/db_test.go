@@ -72,19 +72,26 @@ func openSQLite(t testing.TB) *sql.DB {
 	return db
 }
 
-// newStore returns a migrated Store on tables of its own, dropped at
-// cleanup, so parallel and repeated runs never share a table.
+// newStore returns a Store, with both its tables, on tables of its own,
+// dropped at cleanup, so parallel and repeated runs never share a table.
 func newStore(t testing.TB, db *sql.DB, d sqlfence.Dialect) (*sqlfence.Store, string) {
 	t.Helper()
-	table := "fence_" + randomHex(6)
-	s, err := sqlfence.New(db, d, table)
-	if err != nil {
-		t.Fatalf("New(%v, %q): %v", d, table, err)
+	s, table := newTxStore(t, db, d)
+	if err := s.MigrateValues(t.Context()); err != nil {
+		t.Fatalf("MigrateValues: %v", err)
 	}
+	return s, table
+}
+
+// newTxStore is newStore with only the fence table, all that Tx needs.
+func newTxStore(t testing.TB, db *sql.DB, d sqlfence.Dialect) (*sqlfence.Store, string) {
+	t.Helper()
+	table := "fence_" + randomHex(6)
+	s := sqlfence.New(db, d, table)
+	t.Cleanup(func() { dropTables(t, db, table, table+"_values") })
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	t.Cleanup(func() { dropTables(t, db, table, table+"_values") })
 	return s, table
 }
 

@@ -67,39 +67,45 @@ func newQueries(d Dialect, table string) queries {
 	}
 	switch d {
 	case Postgres:
-		q.createFences = `CREATE TABLE IF NOT EXISTS %s (
-			resource  BYTEA PRIMARY KEY,
-			lock_name TEXT NOT NULL,
-			token     BIGINT NOT NULL,
-			lease     TEXT NOT NULL)`
-		q.createValues = `CREATE TABLE IF NOT EXISTS %s (
-			resource BYTEA PRIMARY KEY,
-			value    BYTEA NOT NULL)`
+		q.createFences = "CREATE TABLE IF NOT EXISTS %s (\n" +
+			"  resource  BYTEA PRIMARY KEY,\n" +
+			"  lock_name TEXT NOT NULL,\n" +
+			"  token     BIGINT NOT NULL,\n" +
+			"  lease     TEXT NOT NULL\n" +
+			")"
+		q.createValues = "CREATE TABLE IF NOT EXISTS %s (\n" +
+			"  resource BYTEA PRIMARY KEY,\n" +
+			"  value    BYTEA NOT NULL\n" +
+			")"
 	case MySQL:
 		// InnoDB, since only it has row locks and transactions;
 		// VARBINARY, since a character column's collation would make
 		// "a", "A" and "a " one resource.
-		q.createFences = `CREATE TABLE IF NOT EXISTS %s (
-			resource  VARBINARY(1024) NOT NULL PRIMARY KEY,
-			lock_name BLOB NOT NULL,
-			token     BIGINT NOT NULL,
-			lease     BLOB NOT NULL) ENGINE=InnoDB`
-		q.createValues = `CREATE TABLE IF NOT EXISTS %s (
-			resource VARBINARY(1024) NOT NULL PRIMARY KEY,
-			value    LONGBLOB NOT NULL) ENGINE=InnoDB`
+		q.createFences = "CREATE TABLE IF NOT EXISTS %s (\n" +
+			"  resource  VARBINARY(1024) NOT NULL PRIMARY KEY,\n" +
+			"  lock_name BLOB NOT NULL,\n" +
+			"  token     BIGINT NOT NULL,\n" +
+			"  lease     BLOB NOT NULL\n" +
+			") ENGINE=InnoDB"
+		q.createValues = "CREATE TABLE IF NOT EXISTS %s (\n" +
+			"  resource VARBINARY(1024) NOT NULL PRIMARY KEY,\n" +
+			"  value    LONGBLOB NOT NULL\n" +
+			") ENGINE=InnoDB"
 		// A no-op update, since INSERT IGNORE would also ignore
 		// truncation and other errors.
 		q.ensure = fmt.Sprintf(`INSERT INTO %s (resource, lock_name, token, lease) VALUES (?, '', 0, '') ON DUPLICATE KEY UPDATE resource = resource`, table)
 		q.putValue = fmt.Sprintf(`INSERT INTO %s (resource, value) VALUES (?, ?) ON DUPLICATE KEY UPDATE value = VALUES(value)`, values)
 	case SQLite:
-		q.createFences = `CREATE TABLE IF NOT EXISTS %s (
-			resource  BLOB NOT NULL PRIMARY KEY,
-			lock_name TEXT NOT NULL,
-			token     INTEGER NOT NULL,
-			lease     TEXT NOT NULL)`
-		q.createValues = `CREATE TABLE IF NOT EXISTS %s (
-			resource BLOB NOT NULL PRIMARY KEY,
-			value    BLOB NOT NULL)`
+		q.createFences = "CREATE TABLE IF NOT EXISTS %s (\n" +
+			"  resource  BLOB NOT NULL PRIMARY KEY,\n" +
+			"  lock_name TEXT NOT NULL,\n" +
+			"  token     INTEGER NOT NULL,\n" +
+			"  lease     TEXT NOT NULL\n" +
+			")"
+		q.createValues = "CREATE TABLE IF NOT EXISTS %s (\n" +
+			"  resource BLOB NOT NULL PRIMARY KEY,\n" +
+			"  value    BLOB NOT NULL\n" +
+			")"
 		// SQLite has no row locks: a write as the first statement takes
 		// the database's single write lock (as BEGIN IMMEDIATE would)
 		// before the fence is read, and holds it until commit.

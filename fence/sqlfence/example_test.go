@@ -25,10 +25,7 @@ func ExampleStore_Tx() {
 	}
 	defer db.Close()
 
-	fences, err := sqlfence.New(db, sqlfence.SQLite, "fences")
-	if err != nil {
-		log.Fatal(err)
-	}
+	fences := sqlfence.New(db, sqlfence.SQLite, "fences")
 	if err := fences.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -36,7 +33,7 @@ func ExampleStore_Tx() {
 	db.ExecContext(ctx, `INSERT INTO orders VALUES (42, 'paid')`)
 
 	setState := func(f fence.Fence, state string) error {
-		return fences.Tx(ctx, "orders/42", f, func(tx *sql.Tx) error {
+		return fences.Tx(ctx, "orders/42", f, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `UPDATE orders SET state = ? WHERE id = 42`, state)
 			return err
 		})
@@ -56,4 +53,20 @@ func ExampleStore_Tx() {
 	// <nil>
 	// true
 	// shipped
+}
+
+// The fence table's statement, for a migration tool's schema file.
+func ExampleFencesDDL() {
+	ddl, err := sqlfence.FencesDDL(sqlfence.Postgres, "fences")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ddl + ";")
+	// Output:
+	// CREATE TABLE IF NOT EXISTS fences (
+	//   resource  BYTEA PRIMARY KEY,
+	//   lock_name TEXT NOT NULL,
+	//   token     BIGINT NOT NULL,
+	//   lease     TEXT NOT NULL
+	// );
 }

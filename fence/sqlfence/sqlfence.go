@@ -36,6 +36,29 @@
 // Only statements run inside Tx are fenced. Anything that writes the
 // protected tables outside it, or reads there what it will act on, is
 // not protected.
+//
+// # Tables
+//
+// Tx needs only the fence table, which Migrate creates; the fence.Store
+// methods (Put, Get, Load, Delete) also need the value table, which
+// MigrateValues creates. Projects that manage their schema with a
+// migration tool can take the statements from FencesDDL and ValuesDDL
+// instead.
+//
+// # pgx
+//
+// The Store works on a *sql.DB. A program that uses pgx's own pool
+// (github.com/jackc/pgx/v5/pgxpool) gets one over that pool with
+// stdlib.OpenDBFromPool (github.com/jackc/pgx/v5/stdlib), so both share
+// its connections:
+//
+//	pool, err := pgxpool.New(ctx, dsn)
+//	...
+//	db := stdlib.OpenDBFromPool(pool)
+//	fences := sqlfence.New(db, sqlfence.Postgres, "fences")
+//
+// The *sql.DB keeps no idle connections of its own (the pool does), and
+// closing it does not close the pool.
 package sqlfence
 
 import (
@@ -55,6 +78,7 @@ type Store struct {
 	dialect Dialect
 	table   string
 	q       queries
+	err     error // invalid arguments to New, returned by every call
 }
 
 var _ fence.Store = (*Store)(nil)
@@ -66,52 +90,106 @@ var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
 // New returns a Store whose fences are in table and whose values (for
 // Put, Get, Load and Delete) are in table_values, both in db. Nothing is
-// created until Migrate. The table name must be a plain identifier
-// (letters, digits, underscore; at most 48 bytes).
-func New(db *sql.DB, d Dialect, table string) (*Store, error) {
-	if d < Postgres || d > SQLite {
-		return nil, fmt.Errorf("sqlfence: unknown %v", d)
+// created until Migrate and MigrateValues. The table name must be a plain
+// identifier (letters, digits, underscore; at most 48 bytes). An unknown
+// Dialect, an invalid table name or a nil db are reported, wrapping
+// fence.ErrInvalid, by every call on the Store, which then sends nothing.
+func New(db *sql.DB, d Dialect, table string) *Store {
+	err := validate(d, table)
+	if db == nil {
+		err = errors.Join(err, fmt.Errorf("%w: sqlfence: nil *sql.DB", fence.ErrInvalid))
 	}
-	if !tableName.MatchString(table) {
-		return nil, fmt.Errorf("sqlfence: table name %q is not a plain identifier of at most 48 bytes", table)
+	s := &Store{db: db, dialect: d, table: table, err: err}
+	if err == nil {
+		s.q = newQueries(d, table)
 	}
-	return &Store{db: db, dialect: d, table: table, q: newQueries(d, table)}, nil
+	return s
 }
 
-// Migrate creates the fence table and the value table if they do not
-// exist. The fence table has one row per resource:
+func validate(d Dialect, table string) error {
+	var errs []error
+	if d < Postgres || d > SQLite {
+		errs = append(errs, fmt.Errorf("%w: sqlfence: unknown %v", fence.ErrInvalid, d))
+	}
+	if !tableName.MatchString(table) {
+		errs = append(errs, fmt.Errorf("%w: sqlfence: table name %q is not a plain identifier of at most 48 bytes", fence.ErrInvalid, table))
+	}
+	return errors.Join(errs...)
+}
+
+// FencesDDL returns the statement that creates the fence table named
+// table, in dialect d, if it does not exist: the table that Migrate
+// creates, for migration tools that keep their own schema files. The fence
+// table has one row per resource:
 //
 //	resource   the resource name, as bytes (BYTEA, VARBINARY(1024), BLOB)
 //	lock_name  the lock of the current fence, '' for none
 //	token      the current token, 0 for none
 //	lease      the lease of the current fence, '' for none
 //
-// On MySQL a resource name is at most 1024 bytes.
+// On MySQL a resource name is at most 1024 bytes. The error, for an
+// unknown Dialect or an invalid table name, wraps fence.ErrInvalid.
+func FencesDDL(d Dialect, table string) (string, error) {
+	if err := validate(d, table); err != nil {
+		return "", err
+	}
+	return newQueries(d, table).createFences, nil
+}
+
+// ValuesDDL returns the statement that creates the value table of the
+// Store whose fence table is named table (table_values), in dialect d, if
+// it does not exist: the table that MigrateValues creates. Only Put, Get,
+// Load and Delete use it; Tx does not. Errors are those of FencesDDL.
+func ValuesDDL(d Dialect, table string) (string, error) {
+	if err := validate(d, table); err != nil {
+		return "", err
+	}
+	return newQueries(d, table).createValues, nil
+}
+
+// Migrate creates the fence table (FencesDDL) if it does not exist: all
+// that Tx needs.
 func (s *Store) Migrate(ctx context.Context) error {
-	for _, q := range []string{s.q.createFences, s.q.createValues} {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("sqlfence: migrate %s: %w", s.table, err)
-		}
+	return s.migrate(ctx, s.q.createFences)
+}
+
+// MigrateValues creates the value table (ValuesDDL) if it does not exist,
+// for the fence.Store methods Put, Get, Load and Delete. Call it after
+// Migrate.
+func (s *Store) MigrateValues(ctx context.Context) error {
+	return s.migrate(ctx, s.q.createValues)
+}
+
+func (s *Store) migrate(ctx context.Context, ddl string) error {
+	if s.err != nil {
+		return fmt.Errorf("sqlfence: migrate: %w", s.err)
+	}
+	if _, err := s.db.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("sqlfence: migrate %s: %w", s.table, err)
 	}
 	return nil
 }
 
 // Tx runs fn in a transaction in which f has been accepted and recorded
-// as the fence of resource, and commits if fn returns nil. The statements
-// fn runs through its *sql.Tx are thereby fenced: no access with an older
-// fence can commit after them. If f is refused, Tx returns an error
-// wrapping fence.ErrStale (a *fence.StaleError) or fence.ErrInvalid
-// without calling fn. If fn returns an error, or panics, the transaction
-// is rolled back, f is not recorded, and fn's error is returned as is.
-// fn must not commit or roll back the transaction itself.
-func (s *Store) Tx(ctx context.Context, resource string, f fence.Fence, fn func(*sql.Tx) error) error {
+// as the fence of resource, and commits if fn returns nil. fn gets ctx,
+// for its statements, and the transaction. The statements fn runs through
+// tx are thereby fenced: no access with an older fence can commit after
+// them. If f is refused, Tx returns an error wrapping fence.ErrStale (a
+// *fence.StaleError) or fence.ErrInvalid without calling fn. If fn returns
+// an error, or panics, the transaction is rolled back, f is not recorded,
+// and fn's error is returned as is. fn must not commit or roll back the
+// transaction itself.
+func (s *Store) Tx(ctx context.Context, resource string, f fence.Fence, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return s.tx(ctx, "tx", resource, f, fn)
 }
 
 // errNoRow says that a resource has no fence row yet.
 var errNoRow = errors.New("no fence row")
 
-func (s *Store) tx(ctx context.Context, op, resource string, f fence.Fence, fn func(*sql.Tx) error) error {
+func (s *Store) tx(ctx context.Context, op, resource string, f fence.Fence, fn func(context.Context, *sql.Tx) error) error {
+	if s.err != nil {
+		return fmt.Errorf("sqlfence: %s %q: %w", op, resource, s.err)
+	}
 	if err := f.Validate(); err != nil {
 		return fmt.Errorf("sqlfence: %s %q: %w", op, resource, err)
 	}
@@ -140,7 +218,7 @@ func (e fnError) Error() string { return e.err.Error() }
 
 // attempt is one transaction of Tx. It returns errNoRow, before calling
 // fn, if the resource has no fence row.
-func (s *Store) attempt(ctx context.Context, key []byte, f fence.Fence, fn func(*sql.Tx) error) error {
+func (s *Store) attempt(ctx context.Context, key []byte, f fence.Fence, fn func(context.Context, *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -175,7 +253,7 @@ func (s *Store) attempt(ctx context.Context, key []byte, f fence.Fence, fn func(
 			return err
 		}
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(ctx, tx); err != nil {
 		return fnError{err}
 	}
 	committed = true
@@ -184,7 +262,7 @@ func (s *Store) attempt(ctx context.Context, key []byte, f fence.Fence, fn func(
 
 // Put implements fence.Store.
 func (s *Store) Put(ctx context.Context, resource string, f fence.Fence, value []byte) error {
-	return s.tx(ctx, "put", resource, f, func(tx *sql.Tx) error {
+	return s.tx(ctx, "put", resource, f, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.q.putValue, bytesOf(resource), nonNil(value))
 		return wrap("put", resource, err)
 	})
@@ -193,7 +271,7 @@ func (s *Store) Put(ctx context.Context, resource string, f fence.Fence, value [
 // Get implements fence.Store.
 func (s *Store) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
 	var value []byte
-	err := s.tx(ctx, "get", resource, f, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "get", resource, f, func(ctx context.Context, tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, s.q.getValue, bytesOf(resource)).Scan(&value)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -208,7 +286,7 @@ func (s *Store) Get(ctx context.Context, resource string, f fence.Fence) ([]byte
 
 // Delete implements fence.Store.
 func (s *Store) Delete(ctx context.Context, resource string, f fence.Fence) error {
-	return s.tx(ctx, "delete", resource, f, func(tx *sql.Tx) error {
+	return s.tx(ctx, "delete", resource, f, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.q.deleteValue, bytesOf(resource))
 		return wrap("delete", resource, err)
 	})
@@ -217,6 +295,9 @@ func (s *Store) Delete(ctx context.Context, resource string, f fence.Fence) erro
 // Load implements fence.Store. The fence and the value are read by one
 // statement, so they belong to the same moment.
 func (s *Store) Load(ctx context.Context, resource string) ([]byte, fence.Fence, error) {
+	if s.err != nil {
+		return nil, fence.Fence{}, fmt.Errorf("sqlfence: load %q: %w", resource, s.err)
+	}
 	var cur fence.Fence
 	var value []byte
 	err := s.db.QueryRowContext(ctx, s.q.load, bytesOf(resource)).Scan(&cur.Lock, &cur.Token, &cur.Lease, &value)

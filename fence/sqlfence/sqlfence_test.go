@@ -1,6 +1,7 @@
 package sqlfence_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"testing"
@@ -22,14 +23,109 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// TestNew_invalid shows the constructor's error policy, the library's:
+// New never fails, and every call on a Store made from invalid arguments
+// returns an error wrapping fence.ErrInvalid and sends nothing.
 func TestNew_invalid(t *testing.T) {
+	db := openSQLite(t)
+	f := fence.Fence{Lock: "orders", Token: 1, Lease: "a"}
+	stores := map[string]*sqlfence.Store{
+		"zero Dialect": sqlfence.New(db, sqlfence.Dialect(0), "fence"),
+		"Dialect(4)":   sqlfence.New(db, sqlfence.Dialect(4), "fence"),
+		"nil db":       sqlfence.New(nil, sqlfence.SQLite, "fence"),
+	}
 	for _, table := range []string{"", "1fence", "fence-x", "fence x", "a;drop", `"q"`, "x234567890123456789012345678901234567890123456789"} {
-		if _, err := sqlfence.New(nil, sqlfence.Postgres, table); err == nil {
-			t.Errorf("New(%q) error = nil, want an error", table)
+		stores["table "+table] = sqlfence.New(db, sqlfence.SQLite, table)
+		if _, err := sqlfence.FencesDDL(sqlfence.SQLite, table); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("FencesDDL(SQLite, %q) error = %v, want ErrInvalid", table, err)
+		}
+		if _, err := sqlfence.ValuesDDL(sqlfence.SQLite, table); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("ValuesDDL(SQLite, %q) error = %v, want ErrInvalid", table, err)
 		}
 	}
-	if _, err := sqlfence.New(nil, sqlfence.Dialect(0), "fence"); err == nil {
-		t.Errorf("New with the zero Dialect: error = nil, want an error")
+	if _, err := sqlfence.FencesDDL(sqlfence.Dialect(0), "fence"); !errors.Is(err, fence.ErrInvalid) {
+		t.Errorf("FencesDDL(Dialect(0)) error = %v, want ErrInvalid", err)
+	}
+	for name, s := range stores {
+		_, _, loadErr := s.Load(t.Context(), "r")
+		_, getErr := s.Get(t.Context(), "r", f)
+		called := false
+		for op, err := range map[string]error{
+			"Migrate":       s.Migrate(t.Context()),
+			"MigrateValues": s.MigrateValues(t.Context()),
+			"Tx":            s.Tx(t.Context(), "r", f, func(context.Context, *sql.Tx) error { called = true; return nil }),
+			"Put":           s.Put(t.Context(), "r", f, []byte("v")),
+			"Get":           getErr,
+			"Delete":        s.Delete(t.Context(), "r", f),
+			"Load":          loadErr,
+		} {
+			if !errors.Is(err, fence.ErrInvalid) {
+				t.Errorf("%s: %s = %v, want ErrInvalid", name, op, err)
+			}
+		}
+		if called {
+			t.Errorf("%s: Tx called fn", name)
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil || n != 0 {
+		t.Errorf("tables in the database = %d, %v; want 0: invalid Stores must create nothing", n, err)
+	}
+}
+
+// TestStore_Migrate_fencesOnly shows that Migrate creates only the fence
+// table, which Tx needs, and MigrateValues the value table.
+func TestStore_Migrate_fencesOnly(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			db := d.open(t)
+			s, table := newTxStore(t, db, d.dialect)
+			f := fence.Fence{Lock: "orders", Token: 1, Lease: "a"}
+			if err := s.Tx(t.Context(), "r", f, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+				t.Fatalf("Tx after Migrate = %v, want nil", err)
+			}
+			if _, err := db.ExecContext(t.Context(), "SELECT 1 FROM "+table+"_values"); err == nil {
+				t.Errorf("SELECT from %s_values after Migrate alone: no error, want no such table", table)
+			}
+			if err := s.Put(t.Context(), "r", f, []byte("v")); err == nil {
+				t.Errorf("Put without the value table = nil, want an error")
+			}
+			if err := s.MigrateValues(t.Context()); err != nil {
+				t.Fatalf("MigrateValues = %v", err)
+			}
+			if err := s.Put(t.Context(), "r", f, []byte("v")); err != nil {
+				t.Errorf("Put after MigrateValues = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// TestDDL runs the exported statements as a migration tool would, instead
+// of Migrate, and uses the Store on the tables they made.
+func TestDDL(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			db := d.open(t)
+			table := "fence_" + randomHex(6)
+			t.Cleanup(func() { dropTables(t, db, table, table+"_values") })
+			for _, ddl := range []func(sqlfence.Dialect, string) (string, error){sqlfence.FencesDDL, sqlfence.ValuesDDL} {
+				stmt, err := ddl(d.dialect, table)
+				if err != nil {
+					t.Fatalf("DDL(%v, %q) error = %v", d.dialect, table, err)
+				}
+				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			s := sqlfence.New(db, d.dialect, table)
+			f := fence.Fence{Lock: "orders", Token: 1, Lease: "a"}
+			if err := s.Put(t.Context(), "r", f, []byte("v")); err != nil {
+				t.Fatalf("Put = %v", err)
+			}
+			if v, cur, err := s.Load(t.Context(), "r"); err != nil || string(v) != "v" || cur != f {
+				t.Errorf("Load = %q, %v, %v; want %q, %v, nil", v, cur, err, "v", f)
+			}
+		})
 	}
 }
 
@@ -39,6 +135,9 @@ func TestStore_Migrate_twice(t *testing.T) {
 			s, _ := newStore(t, d.open(t), d.dialect)
 			if err := s.Migrate(t.Context()); err != nil {
 				t.Errorf("second Migrate = %v, want nil", err)
+			}
+			if err := s.MigrateValues(t.Context()); err != nil {
+				t.Errorf("second MigrateValues = %v, want nil", err)
 			}
 		})
 	}
@@ -57,9 +156,12 @@ func TestStore_Tx(t *testing.T) {
 			}
 			t.Cleanup(func() { dropTables(t, db, notes) })
 			insert := "INSERT INTO " + notes + " (note) VALUES (" + placeholder(d.dialect) + ")"
-			note := func(text string) func(*sql.Tx) error {
-				return func(tx *sql.Tx) error {
-					_, err := tx.ExecContext(t.Context(), insert, text)
+			note := func(text string) func(context.Context, *sql.Tx) error {
+				return func(ctx context.Context, tx *sql.Tx) error {
+					if ctx != t.Context() {
+						return errors.New("fn got another context than Tx's")
+					}
+					_, err := tx.ExecContext(ctx, insert, text)
 					return err
 				}
 			}
@@ -71,8 +173,8 @@ func TestStore_Tx(t *testing.T) {
 
 			boom := errors.New("boom")
 			f11 := fence.Fence{Lock: "orders", Token: 11, Lease: "b"}
-			err := s.Tx(ctx, "r", f11, func(tx *sql.Tx) error {
-				if err := note("eleven")(tx); err != nil {
+			err := s.Tx(ctx, "r", f11, func(ctx context.Context, tx *sql.Tx) error {
+				if err := note("eleven")(ctx, tx); err != nil {
 					return err
 				}
 				return boom
@@ -83,7 +185,7 @@ func TestStore_Tx(t *testing.T) {
 
 			f9 := fence.Fence{Lock: "orders", Token: 9, Lease: "c"}
 			called := false
-			err = s.Tx(ctx, "r", f9, func(*sql.Tx) error { called = true; return nil })
+			err = s.Tx(ctx, "r", f9, func(context.Context, *sql.Tx) error { called = true; return nil })
 			var se *fence.StaleError
 			if !errors.As(err, &se) || se.Current != f10 || called {
 				t.Errorf("Tx(%v) = %v, fn called: %v; want a StaleError with current %v, fn not called", f9, err, called, f10)
@@ -91,7 +193,7 @@ func TestStore_Tx(t *testing.T) {
 
 			func() {
 				defer func() { recover() }()
-				s.Tx(ctx, "r", f11, func(tx *sql.Tx) error { note("panic")(tx); panic("fn panicked") })
+				s.Tx(ctx, "r", f11, func(ctx context.Context, tx *sql.Tx) error { note("panic")(ctx, tx); panic("fn panicked") })
 			}()
 
 			_, cur, err := s.Load(ctx, "r")
@@ -121,4 +223,13 @@ func placeholder(d sqlfence.Dialect) string {
 		return "$1"
 	}
 	return "?"
+}
+
+func FuzzTokenOrder(f *testing.F) {
+	var stores []fence.Store
+	for _, d := range databases {
+		s, _ := newStore(f, d.open(f), d.dialect)
+		stores = append(stores, s)
+	}
+	fencetest.FuzzTokenOrder(f, stores...)
 }

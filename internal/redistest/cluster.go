@@ -22,25 +22,44 @@ type Cluster struct {
 	// replicas in the same order. Roles change with failovers; see
 	// MasterOf.
 	Servers []*Server
+
+	tls *TLS
 }
 
 // NewCluster starts a Cluster and returns once every node reports
 // cluster_state:ok, knows all six nodes, and every replica is in sync.
 func NewCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	c := &Cluster{Servers: make([]*Server, 6)}
+	return StartCluster(tb, nil)
+}
+
+// StartCluster starts a Cluster configured by opts, as NewCluster does
+// (GroupOptions.SentinelConfig does not apply). With TLS, the cluster bus
+// talks TLS too (tls-cluster yes), and the nodes announce their TLS ports.
+func StartCluster(tb testing.TB, opts *GroupOptions) *Cluster {
+	tb.Helper()
+	var o GroupOptions
+	if opts != nil {
+		o = *opts
+	}
+	c := &Cluster{Servers: make([]*Server, 6), tls: o.TLS}
+	config := []string{
+		"cluster-enabled yes",
+		"cluster-config-file nodes.conf",
+		"cluster-node-timeout " + strconv.FormatInt(clusterNodeTimout.Milliseconds(), 10),
+		// A replica cut off from its master for a while still
+		// takes over: tests cut replication on purpose.
+		"cluster-replica-validity-factor 0",
+		"cluster-allow-replica-migration no",
+	}
+	if o.TLS != nil {
+		config = append(config, "tls-cluster yes")
+	}
+	config = append(config, o.Config...)
 	var wg sync.WaitGroup
 	for i := range c.Servers {
 		wg.Go(func() {
-			c.Servers[i] = Start(tb, &Options{Config: []string{
-				"cluster-enabled yes",
-				"cluster-config-file nodes.conf",
-				"cluster-node-timeout " + strconv.FormatInt(clusterNodeTimout.Milliseconds(), 10),
-				// A replica cut off from its master for a while still
-				// takes over: tests cut replication on purpose.
-				"cluster-replica-validity-factor 0",
-				"cluster-allow-replica-migration no",
-			}})
+			c.Servers[i] = Start(tb, &Options{TLS: o.TLS, Config: config})
 		})
 	}
 	wg.Wait()
@@ -51,7 +70,7 @@ func NewCluster(tb testing.TB) *Cluster {
 	clients := make([]*redis.Client, len(c.Servers))
 	ids := make([]string, len(c.Servers))
 	for i, s := range c.Servers {
-		clients[i] = redis.NewClient(&redis.Options{Addr: s.Addr()})
+		clients[i] = redis.NewClient(s.ClientOptions())
 		defer clients[i].Close()
 		id, err := clients[i].Do(ctx, "CLUSTER", "MYID").Text()
 		if err != nil {
@@ -99,7 +118,8 @@ func must(tb testing.TB, err error) {
 func (c *Cluster) Addrs() []string { return addrs(c.Servers) }
 
 // Client returns a go-redis cluster client, closed at cleanup. opts may be
-// nil; Addrs is filled in.
+// nil; Addrs is filled in, and TLSConfig too if it is nil and the cluster
+// talks TLS.
 func (c *Cluster) Client(tb testing.TB, opts *redis.ClusterOptions) *redis.ClusterClient {
 	tb.Helper()
 	var o redis.ClusterOptions
@@ -107,6 +127,9 @@ func (c *Cluster) Client(tb testing.TB, opts *redis.ClusterOptions) *redis.Clust
 		o = *opts
 	}
 	o.Addrs = c.Addrs()
+	if o.TLSConfig == nil {
+		o.TLSConfig = c.tls.Config()
+	}
 	rdb := redis.NewClusterClient(&o)
 	tb.Cleanup(func() { rdb.Close() })
 	return rdb
@@ -119,7 +142,7 @@ func (c *Cluster) WaitHealthy(tb testing.TB) {
 	waitFor(tb, setupTimeout, "cluster_state:ok on every running node", func() (bool, string) {
 		var owners string
 		for _, s := range c.running() {
-			info, slots, err := clusterView(s.Addr())
+			info, slots, err := clusterView(s)
 			if err != nil {
 				return false, s.Addr() + ": " + err.Error()
 			}
@@ -155,7 +178,7 @@ func (c *Cluster) MasterOf(tb testing.TB, key string) *Server {
 func (c *Cluster) ReplicaOf(tb testing.TB, master *Server) *Server {
 	tb.Helper()
 	for _, s := range c.running() {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		rdb := redis.NewClient(s.ClientOptions())
 		info, err := rdb.Info(context.Background(), "replication").Result()
 		rdb.Close()
 		if err == nil && infoFields(info)["master_port"] == strconv.Itoa(master.Port()) {
@@ -187,7 +210,7 @@ func (c *Cluster) WaitFailover(tb testing.TB, key string, old *Server) *Server {
 func (c *Cluster) masterOf(slot int) (*Server, string) {
 	var found *Server
 	for _, s := range c.running() {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		rdb := s.client()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		ranges, err := slotOwners(ctx, rdb)
 		cancel()
@@ -210,7 +233,7 @@ func (c *Cluster) masterOf(slot int) (*Server, string) {
 	if found == nil {
 		return nil, "master not running"
 	}
-	if role, err := Role(found.Addr()); err != nil || role != "master" {
+	if role, err := found.Role(); err != nil || role != "master" {
 		return nil, fmt.Sprintf("%s: role %q, %v", found.Addr(), role, err)
 	}
 	return found, ""
@@ -244,7 +267,9 @@ func (s *Server) running() bool {
 	if !started {
 		return false
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+	o := s.ClientOptions()
+	o.MaxRetries, o.DialTimeout = -1, 500*time.Millisecond
+	rdb := redis.NewClient(o)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -253,8 +278,8 @@ func (s *Server) running() bool {
 
 // clusterView returns a node's CLUSTER INFO and a canonical text of its
 // slot owners.
-func clusterView(addr string) (string, string, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+func clusterView(s *Server) (string, string, error) {
+	rdb := s.client()
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -293,8 +318,12 @@ func slotOwners(ctx context.Context, rdb *redis.Client) ([]slotRange, error) {
 			if n.Role != "master" || n.Health != "online" {
 				continue
 			}
+			port := n.Port
+			if port == 0 { // TLS only: no plain port to report
+				port = n.TLSPort
+			}
 			for _, r := range sh.Slots {
-				ranges = append(ranges, slotRange{int(r.Start), int(r.End), net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))})
+				ranges = append(ranges, slotRange{int(r.Start), int(r.End), net.JoinHostPort(n.IP, strconv.FormatInt(port, 10))})
 			}
 		}
 	}

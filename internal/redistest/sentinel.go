@@ -36,6 +36,25 @@ type SentinelGroup struct {
 	// replicas. Which one is master changes with failovers; see Master.
 	Servers   []*Server
 	Sentinels []*Server
+
+	tls *TLS
+}
+
+// GroupOptions configure a SentinelGroup or a Cluster. A nil
+// *GroupOptions starts plain servers with the default user only.
+type GroupOptions struct {
+	// TLS, if set, makes every process of the group talk TLS only, to
+	// clients and to each other: replication, sentinels to servers and to
+	// sentinels, and the cluster bus (tls-cluster). See TLS.
+	TLS *TLS
+
+	// Config holds extra redis.conf lines for every data server, e.g.
+	// ACL users ("user NAME on >PASSWORD ..."). The helpers here connect
+	// as the default user, which must stay unrestricted.
+	Config []string
+
+	// SentinelConfig holds extra sentinel.conf lines for every sentinel.
+	SentinelConfig []string
 }
 
 // NewSentinelGroup starts a SentinelGroup and returns once every replica
@@ -43,23 +62,34 @@ type SentinelGroup struct {
 // replicas, so that a failover can be authorized.
 func NewSentinelGroup(tb testing.TB) *SentinelGroup {
 	tb.Helper()
-	g := &SentinelGroup{}
-	master := Start(tb, nil)
+	return StartSentinelGroup(tb, nil)
+}
+
+// StartSentinelGroup starts a SentinelGroup configured by opts, as
+// NewSentinelGroup does.
+func StartSentinelGroup(tb testing.TB, opts *GroupOptions) *SentinelGroup {
+	tb.Helper()
+	var o GroupOptions
+	if opts != nil {
+		o = *opts
+	}
+	g := &SentinelGroup{tls: o.TLS}
+	master := Start(tb, &Options{TLS: o.TLS, Config: o.Config})
 	g.Servers = append(g.Servers, master,
-		Start(tb, &Options{ReplicaOf: master.Addr()}),
-		Start(tb, &Options{ReplicaOf: master.Addr()}))
+		Start(tb, &Options{TLS: o.TLS, Config: o.Config, ReplicaOf: master.Addr()}),
+		Start(tb, &Options{TLS: o.TLS, Config: o.Config, ReplicaOf: master.Addr()}))
 	for range 3 {
-		g.Sentinels = append(g.Sentinels, Start(tb, &Options{Sentinel: true, Config: []string{
+		g.Sentinels = append(g.Sentinels, Start(tb, &Options{Sentinel: true, TLS: o.TLS, Config: append([]string{
 			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", MasterName, master.Port()),
 			fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, sentinelDownAfter.Milliseconds()),
 			fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, (10 * time.Second).Milliseconds()),
 			fmt.Sprintf("sentinel parallel-syncs %s 2", MasterName),
-		}}))
+		}, o.SentinelConfig...)}))
 	}
 	WaitReplicasInSync(tb, master, 2)
 	ctx := context.Background()
 	for _, s := range g.Sentinels {
-		rdb := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+		rdb := redis.NewSentinelClient(s.ClientOptions())
 		waitFor(tb, setupTimeout, "sentinel "+s.Addr()+" to see 2 sentinels and 2 replicas", func() (bool, string) {
 			peers, err := rdb.Sentinels(ctx, MasterName).Result()
 			if err != nil {
@@ -86,7 +116,8 @@ func NewSentinelGroup(tb testing.TB) *SentinelGroup {
 func (g *SentinelGroup) SentinelAddrs() []string { return addrs(g.Sentinels) }
 
 // Client returns a go-redis failover client for the group, closed at
-// cleanup. opts may be nil; MasterName and SentinelAddrs are filled in.
+// cleanup. opts may be nil; MasterName and SentinelAddrs are filled in,
+// and TLSConfig too if it is nil and the group talks TLS.
 func (g *SentinelGroup) Client(tb testing.TB, opts *redis.FailoverOptions) *redis.Client {
 	tb.Helper()
 	var o redis.FailoverOptions
@@ -95,6 +126,9 @@ func (g *SentinelGroup) Client(tb testing.TB, opts *redis.FailoverOptions) *redi
 	}
 	o.MasterName = MasterName
 	o.SentinelAddrs = g.SentinelAddrs()
+	if o.TLSConfig == nil {
+		o.TLSConfig = g.tls.Config()
+	}
 	rdb := redis.NewFailoverClient(&o)
 	tb.Cleanup(func() { rdb.Close() })
 	return rdb
@@ -117,7 +151,9 @@ func (g *SentinelGroup) agreedMaster() (string, string) {
 	ctx := context.Background()
 	var addrs []string
 	for _, s := range g.Sentinels {
-		rdb := redis.NewSentinelClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+		o := s.ClientOptions()
+		o.MaxRetries = -1
+		rdb := redis.NewSentinelClient(o)
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		hp, err := rdb.GetMasterAddrByName(ctx, MasterName).Result()
 		cancel()
@@ -158,7 +194,8 @@ func (g *SentinelGroup) WaitFailover(tb testing.TB, old *Server) *Server {
 		if addr == "" || addr == old.Addr() {
 			return false, "sentinels report " + detail
 		}
-		role, err := Role(addr)
+		s := g.server(tb, addr)
+		role, err := s.Role()
 		if err != nil || role != "master" {
 			return false, fmt.Sprintf("%s: role %q, %v", addr, role, err)
 		}
@@ -168,10 +205,18 @@ func (g *SentinelGroup) WaitFailover(tb testing.TB, old *Server) *Server {
 	return g.server(tb, master)
 }
 
-// Role returns the first element of ROLE from the server at addr:
-// "master", "slave" or "sentinel".
+// Role returns the first element of ROLE from the plain (not TLS) server
+// at addr: "master", "slave" or "sentinel".
 func Role(addr string) (string, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	return role(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second}))
+}
+
+// Role returns the first element of ROLE from the server: "master",
+// "slave" or "sentinel".
+func (s *Server) Role() (string, error) { return role(s.client()) }
+
+// role asks rdb for ROLE and closes it.
+func role(rdb *redis.Client) (string, error) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -187,11 +232,14 @@ func Role(addr string) (string, error) {
 }
 
 // WaitReplicasInSync waits until master has n replicas online whose
-// replication offset equals its own: every write made before the call
-// has reached them.
+// replication offset equals its own, and which have loaded what they
+// received: every write made before the call has reached them and can be
+// read there. The master's view alone is not enough: a Valkey replica in
+// dual-channel sync acknowledges the stream while it still loads the
+// snapshot.
 func WaitReplicasInSync(tb testing.TB, master *Server, n int) {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
+	rdb := redis.NewClient(master.ClientOptions())
 	defer rdb.Close()
 	ctx := context.Background()
 	waitFor(tb, setupTimeout, fmt.Sprintf("%d replicas of %s in sync", n, master.Addr()), func() (bool, string) {
@@ -203,12 +251,52 @@ func WaitReplicasInSync(tb testing.TB, master *Server, n int) {
 		inSync := 0
 		for i := range 16 {
 			r := fields["slave"+strconv.Itoa(i)]
-			if strings.Contains(r, "state=online") && strings.Contains(r, "offset="+fields["master_repl_offset"]+",") {
+			if !strings.Contains(r, "state=online") || !strings.Contains(r, "offset="+fields["master_repl_offset"]+",") {
+				continue
+			}
+			switch ours, loaded, detail := replicaLoaded(ctx, master, r); {
+			case !ours:
+				// A line the master has not dropped yet, of a node that
+				// now replicates another master.
+			case !loaded:
+				return false, detail
+			default:
 				inSync++
 			}
 		}
 		return inSync >= n, info
 	})
+}
+
+// replicaLoaded reports whether the replica described by a master's
+// "slaveN:ip=…,port=…" INFO field has its link up and no sync or load in
+// progress, and whether it is master's replica at all. It is reached with
+// master's client options (TLS included).
+func replicaLoaded(ctx context.Context, master *Server, field string) (ours, loaded bool, detail string) {
+	var ip, port string
+	for kv := range strings.SplitSeq(field, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			switch k {
+			case "ip":
+				ip = v
+			case "port":
+				port = v
+			}
+		}
+	}
+	o := master.ClientOptions() // its TLS settings, if any, serve the replica too
+	o.Addr, o.MaxRetries = net.JoinHostPort(ip, port), -1
+	r := redis.NewClient(o)
+	defer r.Close()
+	info, err := r.Info(ctx, "replication", "persistence").Result()
+	if err != nil {
+		return true, false, err.Error()
+	}
+	f := infoFields(info)
+	if f["master_port"] != strconv.Itoa(master.Port()) {
+		return false, false, info
+	}
+	return true, f["master_link_status"] == "up" && f["master_sync_in_progress"] == "0" && f["loading"] == "0", info
 }
 
 // BlockReplication cuts s off from its replicas for certain: it forbids
@@ -217,7 +305,7 @@ func WaitReplicasInSync(tb testing.TB, master *Server, n int) {
 // AllowReplication. Clients and sentinels are unaffected.
 func (s *Server) BlockReplication(tb testing.TB) {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	rdb := redis.NewClient(s.ClientOptions())
 	defer rdb.Close()
 	ctx := context.Background()
 	if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "-sync", "-psync").Err(); err != nil {
@@ -238,7 +326,7 @@ func (s *Server) BlockReplication(tb testing.TB) {
 // AllowReplication undoes BlockReplication.
 func (s *Server) AllowReplication(tb testing.TB) {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	rdb := redis.NewClient(s.ClientOptions())
 	defer rdb.Close()
 	if err := rdb.Do(context.Background(), "ACL", "SETUSER", "default", "+sync", "+psync").Err(); err != nil {
 		tb.Fatalf("redistest: allow replication on %s: %v", s.Addr(), err)

@@ -39,6 +39,11 @@ type Options struct {
 	// config file it can rewrite, so the config is written to Dir instead
 	// of being sent on standard input.
 	Sentinel bool
+
+	// TLS, if set, makes the server listen on TLS only, with the
+	// certificates of TLS, and replicate over TLS; see TLS. Clients from
+	// Client and ClientOptions use it.
+	TLS *TLS
 }
 
 // Server is a redis-server process owned by one test.
@@ -156,9 +161,24 @@ func (s *Server) Log() string { return s.log.String() }
 // Client returns a go-redis client for the server, closed at cleanup.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	rdb := redis.NewClient(s.ClientOptions())
 	tb.Cleanup(func() { rdb.Close() })
 	return rdb
+}
+
+// ClientOptions returns new go-redis options for the server: its address,
+// and with Options.TLS a TLS configuration that trusts the test CA and
+// presents the client certificate.
+func (s *Server) ClientOptions() *redis.Options {
+	return &redis.Options{Addr: s.Addr(), TLSConfig: s.opts.TLS.Config()}
+}
+
+// client returns a go-redis client for the server's own checks: no
+// retries, short timeouts. The caller closes it.
+func (s *Server) client() *redis.Client {
+	o := s.ClientOptions()
+	o.MaxRetries, o.DialTimeout = -1, time.Second
+	return redis.NewClient(o)
 }
 
 // Pause stops the process with SIGSTOP: the server holds its connections
@@ -193,7 +213,7 @@ func (s *Server) Stop(tb testing.TB) {
 func (s *Server) Restart(tb testing.TB, keepData bool) {
 	tb.Helper()
 	if keepData {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		rdb := redis.NewClient(s.ClientOptions())
 		err := rdb.Save(context.Background()).Err()
 		rdb.Close()
 		if err != nil {
@@ -240,10 +260,10 @@ func (s *Server) removeData(tb testing.TB) {
 func (s *Server) config() string {
 	lines := []string{
 		"bind 127.0.0.1",
-		"port " + strconv.Itoa(s.port),
 		"dir " + s.dir,
 		"logfile \"\"",
 	}
+	lines = append(lines, s.listenConfig()...)
 	if !s.opts.Sentinel {
 		lines = append(lines,
 			`save ""`,
@@ -281,7 +301,7 @@ func (s *Server) start() error {
 	cmd.Stdout = s.log
 	cmd.Stderr = s.log
 	cmd.Dir = s.dir
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})
@@ -293,12 +313,12 @@ func (s *Server) start() error {
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
 
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	rdb := s.client()
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := rdb.Ping(ctx).Err()
+		err := answers(ctx, rdb, cmd.Process.Pid)
 		cancel()
 		if err == nil {
 			return nil
@@ -313,6 +333,21 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server on port %d not ready: %w", s.port, err)
 		}
 	}
+}
+
+// answers returns nil if the server at rdb's address answers and is the
+// process pid. Servers started at once may be handed the same free port:
+// the one that fails to bind must not pass for ready on the other's
+// answers, but exit and try another port.
+func answers(ctx context.Context, rdb *redis.Client, pid int) error {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	if got := infoFields(info)["process_id"]; got != strconv.Itoa(pid) {
+		return fmt.Errorf("the port is answered by process %s, not %d", got, pid)
+	}
+	return nil
 }
 
 func (s *Server) signal(tb testing.TB, sig syscall.Signal) {

@@ -5,9 +5,17 @@ import (
 	"testing"
 )
 
+// Over TLS, the failover proves TLS between all parties: replicas sync,
+// sentinels find each other and vote, and clients follow, with no plain
+// port anywhere.
 func TestSentinelGroup_failover(t *testing.T) {
 	t.Parallel()
-	g := NewSentinelGroup(t)
+	t.Run("plain", func(t *testing.T) { t.Parallel(); testSentinelGroupFailover(t, nil) })
+	t.Run("tls", func(t *testing.T) { t.Parallel(); testSentinelGroupFailover(t, NewTLS(t)) })
+}
+
+func testSentinelGroupFailover(t *testing.T, pki *TLS) {
+	g := StartSentinelGroup(t, &GroupOptions{TLS: pki})
 	old := g.Master(t)
 	if old != g.Servers[0] {
 		t.Fatalf("master = %s, want the initial %s", old.Addr(), g.Servers[0].Addr())
@@ -30,7 +38,12 @@ func TestSentinelGroup_failover(t *testing.T) {
 
 func TestCluster_failover(t *testing.T) {
 	t.Parallel()
-	c := NewCluster(t)
+	t.Run("plain", func(t *testing.T) { t.Parallel(); testClusterFailover(t, nil) })
+	t.Run("tls", func(t *testing.T) { t.Parallel(); testClusterFailover(t, NewTLS(t)) })
+}
+
+func testClusterFailover(t *testing.T, pki *TLS) {
+	c := StartCluster(t, &GroupOptions{TLS: pki})
 	rdb := c.Client(t, nil)
 	ctx := context.Background()
 	const key = "{x}k"

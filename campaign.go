@@ -1,0 +1,293 @@
+package fencelock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed campaign.lua
+	campaignTail string
+	//go:embed announce.lua
+	announceLua string
+	//go:embed resign.lua
+	resignLua string
+	//go:embed renew_leader.lua
+	renewLeaderLua string
+
+	// campaign.lua runs acquire.lua and announce.lua as functions of
+	// their own KEYS and ARGV (parameters that shadow the globals), so
+	// the token and the record are issued by one copy of their code.
+	campaignLua = "local function acquire(KEYS, ARGV)\n" + acquireLua + "\nend\n" +
+		"local function announce(KEYS, ARGV)\n" + announceLua + "\nend\n" + campaignTail
+
+	campaignScript    = redis.NewScript(campaignLua)
+	announceScript    = redis.NewScript(announceLua)
+	resignScript      = redis.NewScript(resignLua)
+	renewLeaderScript = redis.NewScript(renewLeaderLua)
+)
+
+// historyLen is how many changes an election's history keeps: an
+// observer that misses more (disconnected through that many elections)
+// skips the oldest of them.
+const historyLen = 64
+
+// An election's keys share the lock's hash tag, so one script can touch
+// them all on Cluster.
+func (c *config) leaderKey(name string) string      { return c.lockKey(name) + ":leader" }
+func (c *config) historyKey(name string) string     { return c.lockKey(name) + ":history" }
+func (c *config) changedChannel(name string) string { return c.lockKey(name) + ":changed" }
+
+// leadership is the backend of one Campaign: it takes and keeps the
+// election's lock on the Client's nodes as the Client's own backend does,
+// and the leader's record and history with it. Leases from the campaign
+// renew and release through it, so that the record follows the lock.
+type leadership struct {
+	cfg   *config
+	nodes []*node
+	q     *quorum   // nil unless the Client is a quorum
+	value string    // announced at the election
+	since time.Time // when the last acquisition attempt began
+}
+
+func newLeadership(c *Client, value string) *leadership {
+	b := &leadership{cfg: &c.cfg, value: value}
+	b.nodes, b.q = c.lockNodes()
+	return b
+}
+
+// lockNodes returns the nodes that keep the Client's locks, and the
+// quorum over them if there is one.
+func (c *Client) lockNodes() ([]*node, *quorum) {
+	switch be := c.be.(type) {
+	case *quorum:
+		return be.nodes, be
+	}
+	return []*node{c.be.(*node)}, nil
+}
+
+// majority returns how many of the Client's nodes make a majority.
+func (c *Client) majority() int {
+	nodes, _ := c.lockNodes()
+	return len(nodes)/2 + 1
+}
+
+func (b *leadership) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
+	name, owner := r.name, r.owner
+	// Attempts are made one after the other by Acquire; the last one's
+	// start is the leadership's.
+	b.since = time.Now()
+	if b.q == nil {
+		return b.campaign(ctx, b.nodes[0], name, owner)
+	}
+	// A quorum's term is chosen after its first round: the record can only
+	// follow, in a round of its own, within the validity.
+	token, held, err := b.q.acquire(ctx, r)
+	if token == 0 || err != nil {
+		return token, held, err
+	}
+	// The round's requests may outlive this call: they get copies.
+	value, since := b.value, b.since
+	t := b.q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) reply {
+		ok, err := b.announce(ctx, n, name, owner, "elected", token, 0, value, since)
+		return reply{ok: ok, err: err}
+	}, nil)
+	switch {
+	case t.yes >= b.q.majority():
+		return token, 0, nil
+	case t.no == 0 || len(b.nodes)-len(t.errs) < b.q.majority():
+		b.resignAll(ctx, r)
+		return 0, 0, b.q.noQuorum("announced", t)
+	}
+	b.resignAll(ctx, r) // lost to another campaign meanwhile
+	return 0, b.cfg.retry, nil
+}
+
+// campaign takes the lock on one node and announces the leader, in one
+// script: the lock, the term and the record are written together or not
+// at all. With MinReplicas it waits for replicas as node.acquire does.
+func (b *leadership) campaign(ctx context.Context, n *node, name, owner string) (int64, time.Duration, error) {
+	cfg := b.cfg
+	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
+	args := []any{owner, cfg.ttl.Milliseconds(), cfg.retention.Milliseconds(), leaseID(owner), b.value,
+		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen}
+	reply, acks, err, waitErr := b.eval(ctx, n, keys, args)
+	if err != nil {
+		b.abandon(ctx, n, name, owner, err)
+		return 0, 0, n.follow(ctx, err)
+	}
+	v, ok := reply.(int64)
+	if !ok {
+		err := fmt.Errorf("fencelock: malformed campaign reply %v", reply)
+		b.abandon(ctx, n, name, owner, err)
+		return 0, 0, err
+	}
+	token, held := parseAcquire(v)
+	switch {
+	case token == 0:
+		return 0, held, nil
+	case cfg.minReplicas == 0:
+		return token, 0, nil
+	case waitErr != nil:
+		// Taken, but whether it replicated is unknown: the term must not
+		// be used.
+		b.abandon(ctx, n, name, owner, nil)
+		return 0, 0, n.follow(ctx, fmt.Errorf("WAIT after campaigning: %w", waitErr))
+	case acks < int64(cfg.minReplicas):
+		b.abandon(ctx, n, name, owner, nil)
+		return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
+			ErrNotAcquired, ErrNotReplicated, acks, cfg.minReplicas, cfg.replicaTimeout)
+	}
+	return token, 0, nil
+}
+
+// eval runs the campaign script, and with MinReplicas WAIT after it in
+// one pipeline on the connection to the lock's master (see
+// node.acquireWait).
+func (b *leadership) eval(ctx context.Context, n *node, keys []string, args []any) (reply any, acks int64, err, waitErr error) {
+	if b.cfg.minReplicas == 0 {
+		reply, err = campaignScript.Run(ctx, n.rdb, keys, args...).Result()
+		return reply, 0, err, nil
+	}
+	pipelined := n.rdb.Pipelined
+	if n.cluster != nil {
+		m, err := n.cluster.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, 0, err, nil
+		}
+		pipelined = m.Pipelined
+	}
+	run := func(eval func(p redis.Pipeliner) *redis.Cmd) {
+		var script *redis.Cmd
+		wait := redis.NewIntCmd(ctx, "WAIT", b.cfg.minReplicas, b.cfg.replicaTimeout.Milliseconds())
+		pipelined(ctx, func(p redis.Pipeliner) error {
+			script = eval(p)
+			p.Process(ctx, wait)
+			return nil
+		})
+		reply, err = script.Result()
+		acks, waitErr = wait.Result()
+	}
+	run(func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, campaignScript.Hash(), keys, args...) })
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		run(func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, campaignLua, keys, args...) })
+	}
+	return reply, acks, err, waitErr
+}
+
+// abandon resigns, best effort, what a campaign attempt may have taken
+// when its reply was lost or is not to be trusted (see node.abandon).
+func (b *leadership) abandon(ctx context.Context, n *node, name, owner string, err error) {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return // the script writes only after every check that can fail
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(b.cfg.ttl, abandonTimeout))
+	defer cancel()
+	b.resign(rctx, n, name, owner)
+}
+
+// publish returns the command that wakes the election's observers and
+// candidates from a script on n: sharded on a Cluster whose servers have
+// it, as the wake-ups' subscriptions are.
+func (b *leadership) publish(ctx context.Context, n *node, name string) string {
+	if n.shardedPubSub(ctx, b.cfg.channel(name)) {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// announce writes the leader's record on n, if owner holds the lock there.
+func (b *leadership) announce(ctx context.Context, n *node, name, owner, kind string, term, seq int64, value string, since time.Time) (bool, error) {
+	cfg := b.cfg
+	v, err := announceScript.Run(ctx, n.rdb,
+		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
+		owner, kind, term, leaseID(owner), value, seq, since.UnixMicro(),
+		cfg.changedChannel(name), b.publish(ctx, n, name), cfg.retention.Milliseconds(), historyLen).Int64()
+	return v == 1, n.follow(ctx, err)
+}
+
+// proclaim announces a new value of the leadership owner holds with term.
+func (b *leadership) proclaim(ctx context.Context, name, owner string, term, seq int64, value string) (bool, error) {
+	since := b.since
+	return b.each(ctx, "proclaimed", b.cfg.ttl, func(ctx context.Context, _ int, n *node) (bool, error) {
+		return b.announce(ctx, n, name, owner, "proclaimed", term, seq, value, since)
+	})
+}
+
+func (b *leadership) renew(ctx context.Context, r *lockRef) (bool, error) {
+	owner, cfg := r.owner, b.cfg
+	name := r.name
+	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
+	return b.each(ctx, "renewed", cfg.ttl-cfg.drift, func(ctx context.Context, _ int, n *node) (bool, error) {
+		v, err := renewLeaderScript.Run(ctx, n.rdb, keys, owner, cfg.ttl.Milliseconds(), cfg.retention.Milliseconds()).Int64()
+		return v == 1, n.follow(ctx, err)
+	})
+}
+
+func (b *leadership) release(ctx context.Context, r *lockRef) (bool, error) {
+	return b.each(ctx, "released", b.cfg.ttl, b.resignNode(r))
+}
+
+// resignAll resigns on every node, best effort, after a failed quorum
+// campaign; nodes that hang finish in the background.
+func (b *leadership) resignAll(ctx context.Context, r *lockRef) {
+	f := b.resignNode(r)
+	b.q.round(context.WithoutCancel(ctx), b.cfg.ttl, func(ctx context.Context, i int, n *node) reply {
+		ok, err := f(ctx, i, n)
+		return reply{ok: ok, err: err}
+	}, nil)
+}
+
+// resignNode returns the request that resigns on node i, after the
+// campaign's acquire request to that node has ended (see
+// quorum.releaseNode).
+func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *node) (bool, error) {
+	name, owner := r.name, r.owner
+	return func(ctx context.Context, i int, n *node) (bool, error) {
+		if b.q != nil {
+			select {
+			case <-b.q.acquired(i, r):
+			case <-ctx.Done():
+				return false, context.Cause(ctx)
+			}
+		}
+		return b.resign(ctx, n, name, owner)
+	}
+}
+
+// resign deletes the lock and the record on n if owner holds the lock,
+// and wakes the candidates and the observers.
+func (b *leadership) resign(ctx context.Context, n *node, name, owner string) (bool, error) {
+	cfg := b.cfg
+	v, err := resignScript.Run(ctx, n.rdb,
+		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
+		owner, cfg.channel(name), cfg.changedChannel(name), b.publish(ctx, n, name),
+		cfg.retention.Milliseconds(), historyLen).Int64()
+	return v == 1, n.follow(ctx, err)
+}
+
+// each sends f to the node, or to every node of the quorum, and decides
+// as the quorum's renew and release do: true when a majority answered
+// true, false when a majority cannot, else ErrNoQuorum.
+func (b *leadership) each(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context, i int, n *node) (bool, error)) (bool, error) {
+	if b.q == nil {
+		return f(ctx, 0, b.nodes[0])
+	}
+	t := b.q.round(ctx, timeout, func(ctx context.Context, i int, n *node) reply {
+		ok, err := f(ctx, i, n)
+		return reply{ok: ok, err: err}
+	}, nil)
+	switch {
+	case t.yes >= b.q.majority():
+		return true, nil
+	case len(b.nodes)-t.no < b.q.majority():
+		return false, nil
+	}
+	return false, b.q.noQuorum(what, t)
+}

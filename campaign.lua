@@ -1,0 +1,29 @@
+-- campaign.lua: take an election's lock and announce its new leader in one
+-- atomic step. The client prepends acquire.lua and announce.lua to this
+-- file, each wrapped as a function of its own KEYS and ARGV (acquire,
+-- announce), so that the token and the record are issued by the very
+-- code that issues them elsewhere.
+-- KEYS[1] lock key, KEYS[2] token key, KEYS[3] leader record key,
+--   KEYS[4] history key (one hash tag, so one Cluster slot)
+-- ARGV[1] owner value, ARGV[2] ttl in ms, ARGV[3] token key and history
+--   retention in ms (0 keeps them forever), ARGV[4] lease ID, ARGV[5]
+--   value, ARGV[6] since (µs since the epoch), ARGV[7] observers'
+--   channel, ARGV[8] 'SPUBLISH' or 'PUBLISH', ARGV[9] history length
+-- returns acquire.lua's reply: the term (> 0) when owner leads (the
+--   record and a history entry are written), minus the holder's remaining
+--   TTL in ms (<= 0) when another owner holds the lock; an error reply,
+--   with nothing written, when a key holds the wrong type. acquire gets no
+--   proposal (its ARGV[4] is 0).
+--
+-- Scripts never roll back: the record's and the history's types are
+-- checked before acquire writes anything (acquire checks its own keys).
+local rtype, htype = redis.call('TYPE', KEYS[3]).ok, redis.call('TYPE', KEYS[4]).ok
+if (rtype ~= 'none' and rtype ~= 'hash') or (htype ~= 'none' and htype ~= 'stream') then
+  return redis.error_reply('WRONGTYPE fencelock: leader record or history holds the wrong type')
+end
+local r = acquire({KEYS[1], KEYS[2]}, {ARGV[1], ARGV[2], ARGV[3], '0'})
+if r > 0 then
+  announce({KEYS[1], KEYS[3], KEYS[4]}, {ARGV[1], 'elected', string.format('%d', r),
+    ARGV[4], ARGV[5], '0', ARGV[6], ARGV[7], ARGV[8], ARGV[3], ARGV[9]})
+end
+return r

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/redis/go-redis/v9"
+)
+
+// waitFlags are how run and acquire wait for a lock. Like flock(1),
+// "etcdctl lock" and "consul lock", they wait until the lock is free by
+// default; --no-wait (-n, as flock's) makes one attempt, and --wait
+// bounds the wait (--wait 0 is one attempt too, as flock -w 0).
+type waitFlags struct {
+	wait   time.Duration
+	noWait bool
+}
+
+func (w *waitFlags) add(cmd *command) {
+	cmd.duration(&w.wait, "wait", 0, "give up after waiting this long for the lock (a `duration`; default: wait until it is free)")
+	cmd.fromEnv("wait", "FENCELOCK_WAIT")
+	cmd.fs.BoolVar(&w.noWait, "no-wait", false, "make one attempt: exit 75 at once if another lease holds the lock")
+	cmd.aliasBool("n", "no-wait")
+}
+
+// waitPolicy is what the flags ask for: one attempt, waiting up to limit,
+// or waiting until the lock is free.
+type waitPolicy struct {
+	once    bool
+	limit   time.Duration // > 0: give up after this long
+	limitBy string        // "--wait 3s", for messages
+}
+
+func (w *waitFlags) policy(cmd *command) (waitPolicy, error) {
+	switch {
+	case w.noWait && cmd.from["wait"] == "--wait":
+		return waitPolicy{}, usageErrorf("--no-wait and --wait %v contradict each other", w.wait)
+	case w.noWait:
+		return waitPolicy{once: true}, nil
+	case !cmd.set("wait"):
+		return waitPolicy{}, nil
+	case w.wait < 0:
+		return waitPolicy{}, usageErrorf("%s is negative", cmd.source("wait"))
+	case w.wait == 0:
+		return waitPolicy{once: true}, nil
+	}
+	return waitPolicy{limit: w.wait, limitBy: cmd.source("wait")}, nil
+}
+
+// attempts follows a lease's acquisition and renewals through the
+// library's hooks: the last attempt's error tells a lock held throughout
+// a wait from Redis failing, and the last renewal's error says why a
+// lease runs out.
+type attempts struct {
+	name   string
+	cmd    string
+	stderr io.Writer
+
+	mu         sync.Mutex
+	waiting    bool  // Acquire, which retries, rather than TryAcquire
+	failure    error // of the last attempt that Redis or the network failed
+	failing    bool  // the last attempt failed so, rather than finding the lock held
+	renewError error
+}
+
+func (a *attempts) hooks() *fencelock.Hooks {
+	return &fencelock.Hooks{
+		AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) {
+			if errors.Is(i.Err, context.Canceled) || errors.Is(i.Err, context.DeadlineExceeded) {
+				return // cut short by the end of the wait, not failed
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			failed := i.Err != nil && !errors.Is(i.Err, fencelock.ErrNotAcquired)
+			if failed {
+				a.failure = i.Err
+			}
+			if failed && !a.failing && a.waiting {
+				// Said once per run of failures: a wait may outlast a Redis
+				// restart, and should not do so silently.
+				fmt.Fprintf(a.stderr, "fencelock %s: waiting for lock %q: %s; retrying\n", a.cmd, a.name, message(i.Err))
+			}
+			a.failing = failed
+		},
+		RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.renewError = i.Err
+		},
+	}
+}
+
+func (a *attempts) renewErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.renewError
+}
+
+// redisFailure returns the error of the last attempt if Redis or the
+// network failed it, nil if it found the lock held (or nothing was sent).
+func (a *attempts) redisFailure() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.failing {
+		return nil
+	}
+	return a.failure
+}
+
+// chainHooks calls the hooks of each in turn; nils are skipped.
+func chainHooks(hs ...*fencelock.Hooks) *fencelock.Hooks {
+	var all []*fencelock.Hooks
+	for _, h := range hs {
+		if h != nil {
+			all = append(all, h)
+		}
+	}
+	if len(all) == 1 {
+		return all[0]
+	}
+	return &fencelock.Hooks{
+		AcquireAttempt: func(ctx context.Context, i fencelock.AcquireAttemptInfo) {
+			for _, h := range all {
+				if h.AcquireAttempt != nil {
+					h.AcquireAttempt(ctx, i)
+				}
+			}
+		},
+		AcquireDone: func(ctx context.Context, i fencelock.AcquireDoneInfo) {
+			for _, h := range all {
+				if h.AcquireDone != nil {
+					h.AcquireDone(ctx, i)
+				}
+			}
+		},
+		RenewDone: func(ctx context.Context, i fencelock.RenewInfo) {
+			for _, h := range all {
+				if h.RenewDone != nil {
+					h.RenewDone(ctx, i)
+				}
+			}
+		},
+		LeaseLost: func(ctx context.Context, i fencelock.LostInfo) {
+			for _, h := range all {
+				if h.LeaseLost != nil {
+					h.LeaseLost(ctx, i)
+				}
+			}
+		},
+		ReleaseDone: func(ctx context.Context, i fencelock.ReleaseInfo) {
+			for _, h := range all {
+				if h.ReleaseDone != nil {
+					h.ReleaseDone(ctx, i)
+				}
+			}
+		},
+	}
+}
+
+// acquireLease takes the lock as w says, reporting failures on stderr
+// on one line; a nil lease comes with the exit status: 75 if another
+// lease holds the lock or fencelock was interrupted, 125 if Redis failed.
+func (c *cli) acquireLease(ctx context.Context, cmd string, cn *conn, rdb redis.UniversalClient, locks *fencelock.Client, a *attempts, name string, w waitPolicy) (*fencelock.Lease, int) {
+	var (
+		lease *fencelock.Lease
+		err   error
+	)
+	a.mu.Lock()
+	a.waiting = !w.once
+	a.mu.Unlock()
+	switch {
+	case w.once:
+		lease, err = locks.TryAcquire(ctx, name)
+	case w.limit > 0:
+		wctx, cancel := context.WithTimeoutCause(ctx, w.limit, errWaitedEnough)
+		lease, err = locks.Acquire(wctx, name)
+		cancel()
+	default:
+		lease, err = locks.Acquire(ctx, name)
+	}
+	switch {
+	case err == nil:
+		return lease, exitOK
+	case errors.Is(err, fencelock.ErrInvalid):
+		return nil, c.fail(cmd, exitUsage, err)
+	case ctx.Err() != nil:
+		return nil, c.fail(cmd, exitNotAcquired, fmt.Errorf("interrupted while acquiring lock %q", name))
+	}
+	if rerr := a.redisFailure(); rerr != nil {
+		if w.limit > 0 {
+			rerr = fmt.Errorf("waited %s for lock %q, but Redis failed: %w", w.limitBy, name, rerr)
+		}
+		return nil, c.fail(cmd, exitInternal, rerr)
+	}
+	if !errors.Is(err, fencelock.ErrNotAcquired) {
+		return nil, c.fail(cmd, exitInternal, err)
+	}
+	return nil, c.fail(cmd, exitNotAcquired, errors.New(heldMessage(ctx, cn, rdb, name, w)))
+}
+
+var errWaitedEnough = errors.New("waited as long as --wait allows")
+
+// heldMessage says who holds the lock name now, for "not acquired": the
+// holder's public lease ID (never its secret) and the lock's remaining
+// TTL, as far as Redis tells.
+func heldMessage(ctx context.Context, cn *conn, rdb redis.UniversalClient, name string, w waitPolicy) string {
+	after := ""
+	if w.limit > 0 {
+		after = " after " + w.limitBy
+	}
+	rctx, cancel := cn.request(ctx)
+	defer cancel()
+	st, err := readStatus(rctx, rdb, cn, name)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("lock %q is held by another lease%s", name, after)
+	case !st.Held:
+		return fmt.Sprintf("lock %q was held by another lease%s (it is free now)", name, after)
+	case st.TTLms < 0:
+		return fmt.Sprintf("lock %q is held by lease %s%s, with no TTL (its key was not set by fencelock)", name, st.Lease, after)
+	}
+	return fmt.Sprintf("lock %q is held by lease %s%s (%v left of its TTL unless renewed)", name, st.Lease, after, time.Duration(st.TTLms)*time.Millisecond)
+}

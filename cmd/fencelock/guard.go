@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// run does not start COMMAND itself: it starts a guard, a second fencelock
+// process (re-executed with the hidden first argument guardArg), which
+// starts COMMAND, waits for it and reports on it. The guard exists so that
+// COMMAND dies with fencelock:
+//
+//   - fencelock holds the only write end of the guard's control pipe.
+//     When fencelock dies, however it dies (SIGKILL, the OOM killer, a
+//     crash), the kernel closes it; the guard reads end of file and kills
+//     COMMAND with SIGKILL, with its whole process group unless
+//     --foreground. This works on every Unix system and does not depend
+//     on which thread of fencelock started the guard.
+//   - On Linux, COMMAND gets SIGKILL from the kernel if the guard itself
+//     dies (PR_SET_PDEATHSIG, set by setDeathSignal). The guard starts
+//     COMMAND from a thread locked to its goroutine that never exits:
+//     the kernel sends that signal when the thread that started the child
+//     exits, not the process.
+//   - Being COMMAND's parent, the guard sees COMMAND stop (on terminal
+//     input, say) and continue, which fencelock reports.
+//
+// Without --foreground the guard leads COMMAND's process group, so
+// signals that fencelock sends to the group reach the guard too; it
+// catches them and lets COMMAND act on them.
+//
+// The guard writes to fencelock, on its status pipe (fd 3), one line per
+// event:
+//
+//	started PID       COMMAND runs
+//	stopped SIGNAL    COMMAND was stopped by SIGNAL (a number)
+//	continued         COMMAND was continued
+//	exited STATUS     COMMAND ended; STATUS is its wait status (a number)
+//	failed CODE TEXT  COMMAND could not be started; CODE is 126 or 127
+//
+// and reads from fencelock, on its control pipe (fd 4), lines of
+//
+//	signal SIGNAL     send SIGNAL, then SIGCONT, to COMMAND (--foreground;
+//	                  otherwise fencelock signals the group itself)
+//
+// until end of file, which kills COMMAND.
+const guardArg = "_guard"
+
+// guardSignals are the signals that the guard catches rather than dies
+// of: they are meant for COMMAND (fencelock forwards them to the process
+// group, or the terminal sends them to the foreground group). SIGTTIN and
+// SIGTTOU are caught so that the guard is not stopped with COMMAND when
+// COMMAND reads the terminal, and can report it. A signal that fencelock
+// was started with ignored stays ignored, for COMMAND too.
+var guardSignals = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
+	syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTTIN, syscall.SIGTTOU,
+}
+
+// guardMain is the guard: args are "group" or "foreground", COMMAND's
+// path, then its argv.
+func guardMain(args []string) int {
+	status, control := os.NewFile(3, "status"), os.NewFile(4, "control")
+	if len(args) < 3 || (args[0] != "group" && args[0] != "foreground") || !isPipe(status) || !isPipe(control) {
+		fmt.Fprintf(os.Stderr, "fencelock: %s is used by fencelock run only\n", guardArg)
+		return exitUsage
+	}
+	// Inherited without close-on-exec: COMMAND must not hold them open.
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
+	group, path, argv := args[0] == "group", args[1], args[2:]
+
+	signal.Notify(make(chan os.Signal, 1), caught(guardSignals...)...)
+	chld := make(chan os.Signal, 1) // one pending wake-up is enough: reap takes every event
+	signal.Notify(chld, syscall.SIGCHLD)
+	orders := make(chan syscall.Signal)
+	go readOrders(control, orders)
+
+	// This thread starts COMMAND and outlives it (see setDeathSignal).
+	runtime.LockOSThread()
+	attr := &syscall.SysProcAttr{}
+	setDeathSignal(attr)
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   attr,
+	})
+	if err != nil {
+		fmt.Fprintf(status, "failed %d %s: %s\n", execExit(err), path, err)
+		return exitOK
+	}
+	fmt.Fprintf(status, "started %d\n", pid)
+
+	// reap reports COMMAND's state changes; it returns true once COMMAND
+	// has ended (and reported).
+	reap := func(options int) bool {
+		for {
+			var ws syscall.WaitStatus
+			wpid, err := syscall.Wait4(pid, &ws, options|syscall.WUNTRACED|syscall.WCONTINUED, nil)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err != nil:
+				// Not our child any more (cannot happen): nothing left to guard.
+				fmt.Fprintf(status, "failed %d wait: %s\n", exitInternal, err)
+				return true
+			case wpid != pid:
+				return false // WNOHANG: no change
+			case ws.Stopped():
+				fmt.Fprintf(status, "stopped %d\n", int(ws.StopSignal()))
+			case ws.Continued():
+				fmt.Fprintf(status, "continued\n")
+			default:
+				fmt.Fprintf(status, "exited %d\n", uint32(ws))
+				return true
+			}
+		}
+	}
+	if reap(syscall.WNOHANG) {
+		return exitOK
+	}
+	for {
+		select {
+		case <-chld:
+			if reap(syscall.WNOHANG) {
+				return exitOK
+			}
+		case sig, ok := <-orders:
+			if ok {
+				// COMMAND is not reaped yet (only this goroutine reaps), so
+				// pid is still COMMAND's.
+				syscall.Kill(pid, sig)
+				syscall.Kill(pid, syscall.SIGCONT)
+				continue
+			}
+			// fencelock is gone, or gave up on COMMAND.
+			if group {
+				syscall.Kill(0, syscall.SIGKILL) // the group, this guard included
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			reap(0)
+			return exitOK
+		}
+	}
+}
+
+// readOrders passes on the signals that fencelock asks for, and closes
+// orders at end of file.
+func readOrders(control *os.File, orders chan<- syscall.Signal) {
+	defer close(orders)
+	sc := bufio.NewScanner(control)
+	for sc.Scan() {
+		n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "signal "))
+		if err == nil && n > 0 {
+			orders <- syscall.Signal(n)
+		}
+	}
+}
+
+func isPipe(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
+}
+
+// A guardEvent is one line of the guard's status pipe.
+type guardEvent struct {
+	kind   string             // "started", "stopped", "continued", "exited", "failed"
+	pid    int                // started
+	signal syscall.Signal     // stopped
+	status syscall.WaitStatus // exited
+	code   int                // failed: 126 or 127
+	text   string             // failed
+}
+
+func parseGuardEvent(line string) (guardEvent, bool) {
+	kind, rest, _ := strings.Cut(line, " ")
+	ev := guardEvent{kind: kind}
+	var err error
+	switch kind {
+	case "started":
+		ev.pid, err = strconv.Atoi(rest)
+	case "stopped":
+		var n int
+		n, err = strconv.Atoi(rest)
+		ev.signal = syscall.Signal(n)
+	case "continued":
+	case "exited":
+		var n uint64
+		n, err = strconv.ParseUint(rest, 10, 32)
+		ev.status = syscall.WaitStatus(n)
+	case "failed":
+		code, text, _ := strings.Cut(rest, " ")
+		ev.code, err = strconv.Atoi(code)
+		ev.text = text
+	default:
+		return ev, false
+	}
+	return ev, err == nil
+}
+
+// guard is fencelock's side of a running guard.
+type guard struct {
+	proc    *exec.Cmd
+	group   bool
+	control *os.File          // closing it kills COMMAND
+	events  <-chan guardEvent // closed when the guard has exited
+	exited  <-chan error      // the guard's Wait, once it has exited
+}
+
+// startGuard starts the guard, which starts COMMAND (path, argv) with env
+// and cmd's standard input and outputs. With group, COMMAND and the guard
+// get a process group of their own, led by the guard.
+func startGuard(path string, argv, env []string, stdio *exec.Cmd, group bool) (*guard, error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
+		statusR.Close()
+		statusW.Close()
+		return nil, err
+	}
+	mode := "foreground"
+	if group {
+		mode = "group"
+	}
+	p := exec.Command(selfExe(), append([]string{guardArg, mode, path}, argv...)...)
+	p.Args[0] = "fencelock"
+	p.Env = env
+	p.Stdin, p.Stdout, p.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	p.ExtraFiles = []*os.File{statusW, controlR}
+	p.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	// Output copied through pipes (when fencelock's own is not a file)
+	// must not keep fencelock waiting for processes that COMMAND left
+	// running with it open.
+	p.WaitDelay = time.Second
+	err = p.Start()
+	statusW.Close()
+	controlR.Close()
+	if err != nil {
+		statusR.Close()
+		controlW.Close()
+		return nil, err
+	}
+	events := make(chan guardEvent, 8)
+	go func() {
+		defer close(events)
+		defer statusR.Close()
+		sc := bufio.NewScanner(statusR)
+		for sc.Scan() {
+			if ev, ok := parseGuardEvent(sc.Text()); ok {
+				events <- ev
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- p.Wait() }()
+	return &guard{proc: p, group: group, control: controlW, events: events, exited: exited}, nil
+}
+
+// signal sends s to COMMAND, then SIGCONT, so that a stopped COMMAND gets
+// it too: to its whole process group, or through the guard to COMMAND
+// alone (--foreground).
+func (g *guard) signal(s syscall.Signal) {
+	if g.group {
+		syscall.Kill(-g.proc.Process.Pid, s) // errors: all gone already
+		syscall.Kill(-g.proc.Process.Pid, syscall.SIGCONT)
+		return
+	}
+	fmt.Fprintf(g.control, "signal %d\n", int(s))
+}
+
+// kill kills COMMAND with SIGKILL: its whole process group at once, or
+// through the guard (--foreground).
+func (g *guard) kill() {
+	if g.group {
+		syscall.Kill(-g.proc.Process.Pid, syscall.SIGKILL)
+	}
+	g.control.Close()
+}
+
+// groupAlive reports whether a member of COMMAND's process group is left.
+func (g *guard) groupAlive() bool {
+	return g.group && syscall.Kill(-g.proc.Process.Pid, 0) == nil
+}
+
+// describe words a wait status as os.ProcessState does: "exit status 3",
+// "signal: killed".
+func describe(ws syscall.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return "exit status " + strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		s := "signal: " + ws.Signal().String()
+		if ws.CoreDump() {
+			s += " (core dumped)"
+		}
+		return s
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+// statusCode turns a wait status into a shell-style exit status.
+func statusCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}

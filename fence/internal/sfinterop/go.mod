@@ -1,0 +1,10 @@
+module github.com/fencelock/fencelock/fence/internal/sfinterop
+
+go 1.26.0
+
+require (
+	github.com/dunglas/httpsfv v1.1.2
+	github.com/fencelock/fencelock v0.0.0
+)
+
+replace github.com/fencelock/fencelock => ../../..
