@@ -3,6 +3,7 @@ package fencelock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,10 +57,11 @@ func TestClient_READONLY(t *testing.T) {
 }
 
 // A release whose publish the server refuses (an ACL user without the
-// lock's channel) releases all the same: the lock is deleted and Release
-// reports it, and waiters wake at their retry timers instead. The native
-// commands are taken away, so that the Lua script releases on every
-// server.
+// lock's channel) fails with the refusal and changes nothing: the lock
+// stays held, by this lease, until a release the server allows or its
+// TTL. The script publishes before it deletes, because scripts never roll
+// back. The native commands are taken away, so that the Lua script
+// releases on every server.
 func TestClient_releasePublishRefused(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
@@ -80,11 +82,13 @@ func TestClient_releasePublishRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire error = %v, want nil", err)
 	}
-	if err := l.Release(ctx); err != nil {
-		t.Errorf("Release with the publish refused: error = %v, want nil", err)
+	owner, _ := admin.Get(ctx, "fencelock:{"+name+"}").Result()
+	err = l.Release(ctx)
+	if err == nil || errors.Is(err, fencelock.ErrLeaseLost) || !strings.Contains(err.Error(), "publish") && !strings.Contains(err.Error(), "channel") {
+		t.Errorf("Release with the publish refused: error = %v, want the refusal of the publish (its channel)", err)
 	}
-	if n, err := admin.Exists(ctx, "fencelock:{"+name+"}").Result(); err != nil || n != 0 {
-		t.Errorf("after Release, EXISTS lock = %d, %v; want 0", n, err)
+	if v, err := admin.Get(ctx, "fencelock:{"+name+"}").Result(); err != nil || v != owner {
+		t.Errorf("after the refused Release, lock = %q, %v; want it still held by the lease", v, err)
 	}
 }
 
