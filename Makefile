@@ -5,7 +5,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test lint bench redis databases
+.PHONY: demo test lint bench redis databases model
 
 # The first command a newcomer runs: a paused lock holder's stale write,
 # accepted without fencing and rejected with it, on a redis-server that
@@ -30,6 +30,12 @@ lint:
 # Benchmarks in short form, as CI runs them; drop -benchtime for real figures.
 bench: redis
 	go test -run '^$$' -bench . -benchmem -benchtime 100x .
+
+# The token and fencing protocol, model-checked with Spin over every
+# interleaving for small bounds (model/README.md); about a minute.
+model:
+	@./scripts/install-spin
+	@./model/run
 
 redis:
 	@./scripts/install-redis
