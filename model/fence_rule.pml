@@ -45,6 +45,7 @@ byte tokOf[NL + 1];
 
 /* record fence (n, t, l) as the stored one; inside atomic */
 inline record(n, t, l) {
+	printf("@ lease %d (lock %d, token %d): accepted\n", l, n, t);
 	assert(resLock == 0 || n == resLock);		/* F3 */
 	assert(resLock == 0 || t >= resTok);		/* F1 */
 	assert((gone & BIT(l)) == 0);			/* F2 */
@@ -59,7 +60,7 @@ inline record(n, t, l) {
 inline put(n, t, l) {
 #ifdef CHECK_THEN_WRITE
 	if
-	:: atomic { ACCEPT(n, t, l) } ->
+	:: atomic { ACCEPT(n, t, l) -> printf("@ lease %d: write checked\n", l) } ->
 		/* the write, a separate step after the check */
 		atomic {
 			record(n, t, l);
@@ -76,7 +77,8 @@ inline put(n, t, l) {
 			record(n, t, l);
 			assert(!((reading & BIT(l)) && (clobbered & BIT(l))));	/* F4 */
 			clobbered = clobbered | (reading & ~BIT(l))
-		:: !ACCEPT(n, t, l) -> skip	/* ErrStale: nothing changes */
+		:: !ACCEPT(n, t, l) ->	/* ErrStale: nothing changes */
+			printf("@ lease %d (lock %d, token %d): rejected\n", l, n, t)
 		fi;
 		reading = reading & ~BIT(l)	/* a read-modify-write ends */
 	}
@@ -92,7 +94,8 @@ inline get(n, t, l) {
 			record(n, t, l);
 #endif
 			reading = reading | BIT(l);
-			clobbered = clobbered & ~BIT(l)
+			clobbered = clobbered & ~BIT(l);
+			printf("@ lease %d (token %d): read for a read-modify-write\n", l, t)
 		:: !ACCEPT(n, t, l) -> skip
 		fi
 	}

@@ -41,7 +41,8 @@
 #ifdef STEADY
 #define MAXCRASH 0
 #define DMAX	(RET + 1)	/* a clock error above the retention: where
-				   today's renew lets tokens go back */
+				   a renew without the counter lets
+				   tokens go back */
 #else
 #define MAXCRASH 1
 #ifdef BIG_STEP
