@@ -5,7 +5,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test lint bench redis servers databases
+.PHONY: demo test lint bench redis servers databases model
 
 # The first command a newcomer runs: a paused lock holder's stale write,
 # accepted without fencing and rejected with it, on a redis-server that
@@ -35,6 +35,12 @@ lint:
 bench: redis
 	go test -run '^$$' -bench . -benchmem -benchtime 100x .
 	cd bench && go run . -quick -scenarios 2,5,8,9
+
+# The token and fencing protocol, model-checked with Spin over every
+# interleaving for small bounds (model/README.md); about a minute.
+model:
+	@./scripts/install-spin
+	@./model/run
 
 redis:
 	@./scripts/install-redis
