@@ -2,7 +2,7 @@
 -- one atomic step.
 -- KEYS[1] lock key, KEYS[2] token key (same hash tag, so same slot)
 -- ARGV[1] owner value, ARGV[2] ttl in ms,
--- ARGV[3] token key retention in ms (0 keeps it forever),
+-- ARGV[3] token key expiry in ms: the TTL plus the retention (0 keeps it forever),
 -- ARGV[4] proposed token in µs, 0 for none: a quorum's (quorum.go)
 -- returns the token (> 0) when acquired; when another owner holds the
 --   lock, minus its remaining TTL in ms (<= 0; 0 if it has none); an

@@ -114,7 +114,7 @@ func (b *leadership) acquire(ctx context.Context, r *lockRef) (int64, time.Durat
 func (b *leadership) campaign(ctx context.Context, n *node, name, owner string) (int64, time.Duration, error) {
 	cfg := b.cfg
 	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
-	args := []any{owner, cfg.ttl.Milliseconds(), cfg.retention.Milliseconds(), leaseID(owner), b.value,
+	args := []any{owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
 		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen}
 	reply, acks, err, waitErr := b.eval(ctx, n, keys, args)
 	if err != nil {
@@ -208,7 +208,7 @@ func (b *leadership) announce(ctx context.Context, n *node, name, owner, kind st
 	v, err := announceScript.Run(ctx, n.rdb,
 		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
 		owner, kind, term, leaseID(owner), value, seq, since.UnixMicro(),
-		cfg.changedChannel(name), b.publish(ctx, n, name), cfg.retention.Milliseconds(), historyLen).Int64()
+		cfg.changedChannel(name), b.publish(ctx, n, name), cfg.retentionArg, historyLen).Int64()
 	return v == 1, n.follow(ctx, err)
 }
 
@@ -225,7 +225,7 @@ func (b *leadership) renew(ctx context.Context, r *lockRef) (bool, error) {
 	name := r.name
 	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
 	return b.each(ctx, "renewed", cfg.ttl-cfg.drift, func(ctx context.Context, _ int, n *node) (bool, error) {
-		v, err := renewLeaderScript.Run(ctx, n.rdb, keys, owner, cfg.ttl.Milliseconds(), cfg.retention.Milliseconds()).Int64()
+		v, err := renewLeaderScript.Run(ctx, n.rdb, keys, owner, cfg.ttl.Milliseconds(), cfg.retentionArg).Int64()
 		return v == 1, n.follow(ctx, err)
 	})
 }
@@ -268,7 +268,7 @@ func (b *leadership) resign(ctx context.Context, n *node, name, owner string) (b
 	v, err := resignScript.Run(ctx, n.rdb,
 		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
 		owner, cfg.channel(name), cfg.changedChannel(name), b.publish(ctx, n, name),
-		cfg.retention.Milliseconds(), historyLen).Int64()
+		cfg.retentionArg, historyLen).Int64()
 	return v == 1, n.follow(ctx, err)
 }
 

@@ -215,8 +215,8 @@ func (n *node) renewMany(ctx context.Context, refs []*lockRef) ([]bool, []error)
 		for i, r := range refs {
 			if n.natives(ctx, r.lock).setIFEQ() {
 				cmds[i].set = p.Do(ctx, "SET", r.lockArg, &r.owner, "IFEQ", &r.owner, "PX", n.cfg.ttlArg)
-				if n.cfg.retention > 0 {
-					cmds[i].keep = p.PExpire(ctx, r.token, n.cfg.retention)
+				if n.cfg.counterTTL > 0 {
+					cmds[i].keep = p.PExpire(ctx, r.token, n.cfg.counterTTL)
 				}
 				continue
 			}
@@ -264,8 +264,8 @@ func (n *node) renewNative(ctx context.Context, r *lockRef) (bool, error) {
 	var keep *redis.BoolCmd
 	n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		set = p.Do(ctx, "SET", r.lockArg, &r.owner, "IFEQ", &r.owner, "PX", n.cfg.ttlArg)
-		if n.cfg.retention > 0 {
-			keep = p.PExpire(ctx, r.token, n.cfg.retention)
+		if n.cfg.counterTTL > 0 {
+			keep = p.PExpire(ctx, r.token, n.cfg.counterTTL)
 		}
 		return nil
 	})

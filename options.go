@@ -57,9 +57,10 @@ type Options struct {
 	ReplicaTimeout time.Duration
 
 	// TokenRetention is how long the per-lock token counter is kept after
-	// the last acquisition or renewal of its lock, so a counter lapses
-	// only once its lock has been unused that long, never while a lease
-	// is held. Tokens stay increasing when it lapses, thanks to the clock
+	// its lock was last used: each acquisition and renewal sets the
+	// counter to expire TokenRetention after the lock itself would, so a
+	// counter lapses only once its lock has been unused that long, never
+	// while a lease is held nor when a lease expires. Tokens stay increasing when it lapses, thanks to the clock
 	// floor (the token is never below the server's time in microseconds),
 	// unless the server's clock is then behind the last token: retention
 	// bounds memory at that price. A negative value keeps counters
@@ -90,7 +91,8 @@ type config struct {
 	logger                                                   *slog.Logger
 
 	// The scripts' numeric arguments, in milliseconds, boxed once.
-	ttlArg, retentionArg any
+	counterTTL           time.Duration // the counter's expiry at each use: retention + TTL, 0 to keep it
+	ttlArg, retentionArg any           // ttl and counterTTL in ms, boxed once
 }
 
 // Keys and channel: the lock (prefix{name}), its token counter
@@ -162,7 +164,14 @@ func (o *Options) config() (config, error) {
 	case c.retention < c.ttl:
 		return c, fmt.Errorf("%w: TokenRetention %v shorter than TTL %v", ErrInvalid, c.retention, c.ttl)
 	}
-	c.ttlArg, c.retentionArg = c.ttl.Milliseconds(), c.retention.Milliseconds()
+	// The counter is kept for the retention after its lock's last use,
+	// which lasts until the lock's expiry: a TTL from the acquisition or
+	// renewal that writes the counter's expiry. A lock taken over by
+	// expiry then still finds its counter, even with TokenRetention = TTL.
+	if c.retention > 0 {
+		c.counterTTL = c.retention + c.ttl
+	}
+	c.ttlArg, c.retentionArg = c.ttl.Milliseconds(), c.counterTTL.Milliseconds()
 	return c, nil
 }
 

@@ -2,7 +2,7 @@
 -- quorum acquisition chose, if it is below it. The node that issued the
 -- chosen token is not asked: it stores it already.
 -- KEYS[1] token key
--- ARGV[1] token (decimal integer > 0), ARGV[2] token key retention in ms
+-- ARGV[1] token (decimal integer > 0), ARGV[2] token key expiry in ms (the TTL plus the retention)
 --   (0 keeps it forever)
 -- returns 1 if the stored token was absent or lower and is now ARGV[1],
 --   0 if the node stores a token >= ARGV[1] (then nothing is changed: a

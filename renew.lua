@@ -3,7 +3,7 @@
 -- may have held it in between.
 -- KEYS[1] lock key, KEYS[2] token key (same hash tag, so same slot)
 -- ARGV[1] owner value, ARGV[2] ttl in ms,
--- ARGV[3] token key retention in ms (0: the counter is kept forever)
+-- ARGV[3] token key expiry in ms: the TTL plus the retention (0: the counter is kept forever)
 -- returns 1 if extended, 0 if the key is absent, held by another owner, or
 --   not a string (pcall turns GET's WRONGTYPE error into a table that
 --   equals no owner).
