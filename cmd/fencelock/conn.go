@@ -100,7 +100,11 @@ func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalCli
 		return nil, fmt.Errorf("cannot reach Redis at %s: %v (%s)", redactedURL(cn.url), err, hint)
 	}
 	if context.Cause(pctx) == errNoAnswer {
-		return nil, fmt.Errorf("cannot reach Redis at %s: no answer within --timeout %v (%v)", redactedURL(cn.url), cn.timeout, err)
+		hint := ""
+		if t.seen != nil {
+			hint = "; a server that does not speak TLS at this port does not answer a TLS client either"
+		}
+		return nil, fmt.Errorf("cannot reach Redis at %s: no answer within --timeout %v (%v)%s", redactedURL(cn.url), cn.timeout, err, hint)
 	}
 	return nil, fmt.Errorf("cannot reach Redis at %s: %v", redactedURL(cn.url), err)
 }

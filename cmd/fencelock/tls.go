@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 )
 
@@ -147,7 +148,6 @@ func tlsHint(err error) string {
 		host    x509.HostnameError
 		invalid x509.CertificateInvalidError
 		record  tls.RecordHeaderError
-		alert   tls.AlertError
 	)
 	switch {
 	case errors.As(err, &unknown):
@@ -158,9 +158,10 @@ func tlsHint(err error) string {
 		return "the server's TLS certificate is not valid here"
 	case errors.As(err, &record):
 		return "the server does not speak TLS at this port: drop --tls, or use redis:// instead of rediss://"
-	case errors.As(err, &alert) && (alert == 116 || alert == 42):
-		// certificate_required (TLS 1.3), bad_certificate (TLS 1.2)
-		return "the server wants a client certificate: give --cert and --key"
+	case err != nil && (strings.Contains(err.Error(), "tls: certificate required") || strings.Contains(err.Error(), "tls: bad certificate")):
+		// The server's alert, which crypto/tls reports as text only:
+		// certificate_required (TLS 1.3), bad_certificate (TLS 1.2).
+		return "the server wants a client certificate it trusts: give --cert and --key"
 	}
 	return ""
 }
