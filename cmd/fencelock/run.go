@@ -25,7 +25,7 @@ COMMAND gets these variables in its environment:
   FENCELOCK_TOKEN   the fencing token: send it with every write
   FENCELOCK_LEASE   the public lease ID (not a secret)
   FENCELOCK_FENCE   the fence text form, for a Fencing-Token header:
-                    TOKEN;lock="NAME";lease="ID"
+                    "TOKEN";lock="NAME";lease="ID"
 
 COMMAND never outlives the lease. Once the lease can no longer be renewed
 in time (Redis is unreachable, its deadline is less than --grace away),
