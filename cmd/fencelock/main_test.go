@@ -62,6 +62,14 @@ func child(mode string) int {
 			return 99
 		}
 		return n
+	case "environ": // print the whole environment, then as ignore-term
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Printf("ready %d %d\n", os.Getpid(), os.Getppid())
+		time.Sleep(time.Hour)
+		return 0
 	case "ignore-term": // survive SIGTERM; only SIGKILL ends it
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("ready %d %d\n", os.Getpid(), os.Getppid())
