@@ -91,16 +91,21 @@ func TestElect_takeover(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	url := redisURL(s)
-	elect := func(value string) (*exec.Cmd, *bufio.Reader) {
-		return startFencelock(t, "term-trap", "elect", "--redis", url, "--ttl", "1s", "--value", value, "jobs", "--", os.Args[0])
+	elect := func(value string, flags ...string) (*exec.Cmd, *bufio.Reader) {
+		args := append([]string{"elect", "--redis", url, "--ttl", "1s", "--value", value}, flags...)
+		return startFencelock(t, "term-trap", append(args, "jobs", "--", os.Args[0])...)
 	}
 	watch, watchOut := startFencelock(t, "", "leader", "--watch", "--json", "--redis", url, "jobs")
 	if info := watchLine(t, watchOut); info.Leader || info.Election != "jobs" {
 		t.Fatalf("leader --watch before any campaign: %+v, want no leader", info)
 	}
 
-	a, aOut := elect("a")
+	maddr := metricsAddr(t)
+	a, aOut := elect("a", "--metrics-addr", maddr)
 	pidA, termA := readyTerm(t, aOut)
+	if got, _ := scrape(t, maddr); got[`fencelock_leases_held{lock="jobs"}`] != 1 || got[`fencelock_acquires_total{lock="jobs",result="acquired"}`] != 1 {
+		t.Errorf("elect --metrics-addr while leading: %v, want the leadership held, acquired once", got)
+	}
 	var last int64
 	if seen := watchUntil(t, watchOut, termA, &last); seen[len(seen)-1].Value != "a" {
 		t.Errorf("leader --watch: %+v, want a leading", seen)
@@ -341,5 +346,32 @@ func TestLeader_watch(t *testing.T) {
 	watch.Process.Signal(syscall.SIGINT)
 	if code := waitExit(t, watch); code != 0 {
 		t.Errorf("leader --watch exit after SIGINT = %d, want 0", code)
+	}
+}
+
+// leader --watch says on stderr why it waits when Redis fails, and goes
+// on once Redis is back.
+func TestLeader_watchReportsErrors(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	watch, out, stderr := startFencelockWith(t, nil, "", "leader", "--watch", "--redis", redisURL(s), "--timeout", "500ms", "flaky")
+	if got := readLine(t, out); got != "no leader" {
+		t.Fatalf("leader --watch said %q, want no leader", got)
+	}
+	s.Kill(t)
+	stderr.waitFor(t, "observe read failed")
+	s.Start(t)
+	e := fencelock.New(s.Client(t), nil).Election("flaky")
+	l, err := e.Campaign(t.Context(), "back")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Resign(t.Context())
+	if got := readLine(t, out); !strings.HasPrefix(got, "term="+strconv.FormatInt(l.Token(), 10)+" ") {
+		t.Errorf("leader --watch said %q once Redis was back, want term %d", got, l.Token())
+	}
+	watch.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, watch); code != 0 {
+		t.Errorf("leader --watch exit = %d, want 0", code)
 	}
 }
