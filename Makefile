@@ -11,7 +11,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # accepted without fencing and rejected with it, on a redis-server that
 # fencelock demo starts (and stops) itself.
 demo: redis
-	go run ./cmd/fencelock demo
+	go -C cmd/fencelock run . demo
 
 # The test command the README gives and .ci/run calls: go test -race in
 # every module, the server-facing packages once per server (Redis 7.0 from

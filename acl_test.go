@@ -15,32 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The least-privilege ACL rules that README.md states, for the default
-// Prefix "fencelock:", as the permissions that follow "ACL SETUSER NAME
-// reset on >PASSWORD". Which rule a server needs depends on the commands
-// it has, as the library's choice of commands does (COMMAND INFO): the
-// Lua scripts everywhere, DELEX on Redis >= 8.4, DELIFEQ on Valkey >= 9.0.
-// TestACL_readme checks that README.md states each of them verbatim.
-const (
-	aclRuleLua     = "~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +del +publish +subscribe +unsubscribe +ping +command|info"
-	aclRuleDelex   = "~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +delex +publish +subscribe +unsubscribe +ping +command|info"
-	aclRuleDelifeq = "~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +delifeq +publish +subscribe +unsubscribe +ping +command|info"
-
-	// On Cluster, wake-ups use sharded pub/sub, and go-redis's cluster
-	// client reads the slot map (CLUSTER SLOTS) and the command table
-	// (COMMAND) to route commands.
-	aclRuleLuaCluster     = "~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +del +spublish +ssubscribe +ping +command +cluster|slots"
-	aclRuleDelexCluster   = "~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +delex +spublish +ssubscribe +ping +command +cluster|slots"
-	aclRuleDelifeqCluster = "~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +delifeq +spublish +ssubscribe +ping +command +cluster|slots"
-
-	// aclRuleMinReplicas is added to the rule when Options.MinReplicas > 0.
-	aclRuleMinReplicas = "+wait"
-
-	// aclRuleSentinel is the rule of the user that go-redis's failover
-	// client logs in to the sentinels with (SentinelUsername): it asks
-	// for the master and the other sentinels, and listens for failovers.
-	aclRuleSentinel = "&+switch-master &+replica-reconf-done +sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe +ping"
-)
+// aclRuleMinReplicas is what the rule gains when Options.MinReplicas > 0.
+const aclRuleMinReplicas = "+wait"
 
 // aclSetUser is how README.md introduces every rule.
 const aclSetUser = "ACL SETUSER fencelock reset on >PASSWORD "
@@ -48,19 +24,30 @@ const aclSetUser = "ACL SETUSER fencelock reset on >PASSWORD "
 // aclPassword is the password of every test user.
 const aclPassword = "fencelock-test-password"
 
+// README.md states the rule for each server (the release paths Lua,
+// DELEX and DELIFEQ; standalone or Sentinel, and Cluster) and the
+// sentinels' rule, each on a line of its own, and names what MinReplicas
+// adds.
 func TestACL_readme(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rule := range []string{
-		aclRuleLua, aclRuleDelex, aclRuleDelifeq,
-		aclRuleLuaCluster, aclRuleDelexCluster, aclRuleDelifeqCluster,
-		aclRuleSentinel,
-	} {
+	rules := []string{fencelock.SentinelACLRule}
+	for _, cluster := range []bool{false, true} {
+		for _, path := range []string{"lua", "delex", "delifeq"} {
+			rules = append(rules, aclRule(path, cluster, "", false))
+		}
+	}
+	for _, rule := range rules {
 		if !strings.Contains(string(readme), "\n"+aclSetUser+rule+"\n") {
 			t.Errorf("README.md does not state the rule (on a line of its own):\n%s%s", aclSetUser, rule)
+		}
+	}
+	for _, cluster := range []bool{false, true} {
+		if got, want := aclRule("lua", cluster, "", true), aclRule("lua", cluster, "", false)+" "+aclRuleMinReplicas; got != want {
+			t.Errorf("rule with MinReplicas = %q, want %q", got, want)
 		}
 	}
 	if !strings.Contains(string(readme), "`"+aclRuleMinReplicas+"`") {
@@ -68,27 +55,23 @@ func TestACL_readme(t *testing.T) {
 	}
 }
 
-// aclRuleFor returns the rule for the server admin is connected to, as
-// README.md states it, with the default prefix replaced by prefix.
+// aclRule returns ACLRule's rule for servers whose release path is path
+// ("lua", "delex", "delifeq").
+func aclRule(path string, cluster bool, prefix string, minReplicas bool) string {
+	return fencelock.ACLRule(&fencelock.ACLOptions{
+		Prefix:  prefix,
+		Lua:     path == "lua",
+		DELEX:   path == "delex",
+		DELIFEQ: path == "delifeq",
+		Cluster: cluster, MinReplicas: minReplicas,
+	})
+}
+
+// aclRuleFor returns the rule for the server admin is connected to, with
+// keys and channels under prefix.
 func aclRuleFor(t *testing.T, admin *redis.Client, cluster bool, prefix string) string {
 	t.Helper()
-	rule := aclRuleLua
-	if cluster {
-		rule = aclRuleLuaCluster
-	}
-	switch serverPath(t, admin) {
-	case "delex":
-		rule = aclRuleDelex
-		if cluster {
-			rule = aclRuleDelexCluster
-		}
-	case "delifeq":
-		rule = aclRuleDelifeq
-		if cluster {
-			rule = aclRuleDelifeqCluster
-		}
-	}
-	return strings.ReplaceAll(rule, "fencelock:*", prefix+"*")
+	return aclRule(serverPath(t, admin), cluster, prefix, false)
 }
 
 // serverPath returns the native compare-and-delete command the server
@@ -234,7 +217,7 @@ func TestACL_standalone(t *testing.T) {
 	m := redistest.New(t)
 	r := redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
 	admin := m.Client(t)
-	rule := aclRuleFor(t, admin, false, "fencelock:") + " " + aclRuleMinReplicas
+	rule := aclRule(serverPath(t, admin), false, "", true)
 	setUser(t, "fencelock", rule, m, r)
 	redistest.WaitReplicasInSync(t, m, 1)
 	resetStats(t, m)
@@ -281,7 +264,7 @@ func TestACL_luaRuleOnEveryServer(t *testing.T) {
 	s := redistest.New(t)
 	admin := s.Client(t)
 	path := serverPath(t, admin)
-	setUser(t, "fencelock", aclRuleLua, s)
+	setUser(t, "fencelock", aclRule("lua", false, "", false), s)
 	resetStats(t, s)
 
 	lifeCycle(t, func() redis.UniversalClient { return userClient(t, s, "fencelock") }, fencelock.Options{}, 0)
@@ -609,8 +592,8 @@ func TestACL_sentinel(t *testing.T) {
 	t.Parallel()
 	g := redistest.NewSentinelGroup(t)
 	admin := g.Servers[0].Client(t)
-	setUser(t, "fencelock", aclRuleFor(t, admin, false, "fencelock:")+" "+aclRuleMinReplicas, g.Servers...)
-	setUser(t, "sentinel-user", aclRuleSentinel, g.Sentinels...)
+	setUser(t, "fencelock", aclRule(serverPath(t, admin), false, "", true), g.Servers...)
+	setUser(t, "sentinel-user", fencelock.SentinelACLRule, g.Sentinels...)
 	dial := func(sentinelUser string) redis.UniversalClient {
 		return g.Client(t, &redis.FailoverOptions{
 			Username: "fencelock", Password: aclPassword,
@@ -624,10 +607,10 @@ func TestACL_sentinel(t *testing.T) {
 	lifeCycle(t, func() redis.UniversalClient { return dial("sentinel-user") }, fencelock.Options{}, 2)
 	assertNoDenials(t, all...)
 
-	for _, perm := range strings.Fields(aclRuleSentinel) {
+	for _, perm := range strings.Fields(fencelock.SentinelACLRule) {
 		t.Run(perm, func(t *testing.T) {
 			user := "without-" + perm
-			setUser(t, user, without(t, aclRuleSentinel, perm), g.Sentinels...)
+			setUser(t, user, without(t, fencelock.SentinelACLRule, perm), g.Sentinels...)
 			resetACLLog(t, g.Sentinels...)
 			c := fencelock.New(dial(user), nil)
 			l, err := c.TryAcquire(ctx, "sentinel-"+strings.Trim(perm, "+&|"))
@@ -668,7 +651,7 @@ func TestACL_cluster(t *testing.T) {
 	cl := redistest.NewCluster(t)
 	admin := cl.Servers[0].Client(t)
 	rule := aclRuleFor(t, admin, true, "fencelock:")
-	setUser(t, "fencelock", rule+" "+aclRuleMinReplicas, cl.Servers...)
+	setUser(t, "fencelock", aclRule(serverPath(t, admin), true, "", true), cl.Servers...)
 	dial := func(t *testing.T, user string) redis.UniversalClient {
 		return cl.Client(t, &redis.ClusterOptions{Username: user, Password: aclPassword, DisableIdentity: true, MaxRetries: -1})
 	}
@@ -685,4 +668,32 @@ func TestACL_cluster(t *testing.T) {
 			t.Run(perm, func(t *testing.T) { env.missing(t, rule, perm) })
 		}
 	}
+}
+
+// The rule's key and channel patterns cover exactly the prefix, with the
+// glob characters in a prefix taken literally: a key that the unescaped
+// pattern would match, and the escaped one does not, is refused.
+func TestACLRule_prefixEscaped(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	admin := s.Client(t)
+	const prefix = `we?rd*[x]\:`
+	setUser(t, "escaped", aclRuleFor(t, admin, false, prefix), s)
+	for key, allowed := range map[string]bool{
+		prefix + "{lock}":       true,
+		`weXrd*[x]\:{lock}`:     false, // ? taken as a glob
+		`we?rdANY[x]\:{lock}`:   false, // * taken as a glob
+		`we?rd*x\:{lock}`:       false, // [x] taken as a class
+		"fencelock:{lock}":      false,
+		`we?rd*[x]\` + "{lock}": false,
+	} {
+		reply, err := admin.Do(t.Context(), "ACL", "DRYRUN", "escaped", "GET", key).Text()
+		if err != nil {
+			t.Fatalf("ACL DRYRUN: %v", err)
+		}
+		if got := reply == "OK"; got != allowed {
+			t.Errorf("GET %s as the user of prefix %s: %q; want allowed %v", key, prefix, reply, allowed)
+		}
+	}
+	lifeCycle(t, func() redis.UniversalClient { return userClient(t, s, "escaped") }, fencelock.Options{Prefix: prefix}, 0)
 }

@@ -15,11 +15,6 @@ const MaxSecretLen = 256
 // to name the lease instead.
 func (l *Lease) Secret() string { return l.ref.owner }
 
-// LeaseID returns the public lease ID that belongs to an owner secret, the
-// same as Lease.ID of the lease that holds it. It lets a tool that reads
-// a lock's value from Redis name its holder without revealing the secret.
-func LeaseID(secret string) string { return leaseID(secret) }
-
 // Attach rebuilds a handle for a lease acquired elsewhere, for example by
 // another process of the same shell script, from the lock name, the
 // lease's Secret and its Token. It sends nothing to Redis: whether the

@@ -35,8 +35,8 @@ func TestClient_Attach(t *testing.T) {
 	if got, want := a.Fence(), l.Fence(); got != want {
 		t.Errorf("Attach(...).Fence() = %+v, want %+v", got, want)
 	}
-	if got, want := fencelock.LeaseID(l.Secret()), l.ID(); got != want {
-		t.Errorf("LeaseID(secret) = %q, want %q", got, want)
+	if h, err := other.Holder(ctx, l.Name()); err != nil || h.LeaseID != l.ID() {
+		t.Errorf("Holder = %+v, %v; want lease %q", h, err, l.ID())
 	}
 
 	if err := a.Renew(ctx); err != nil {

@@ -26,6 +26,10 @@ var (
 	// nodes was released again.
 	ErrNoQuorum = errors.New("fencelock: no quorum of nodes answered")
 
+	// ErrNotHeld is returned by Client.Holder when no lease holds the
+	// lock.
+	ErrNotHeld = errors.New("fencelock: not held")
+
 	// ErrNoLeader is returned by Election.Leader when nobody leads the
 	// election: its lock is free, or held by a lease that did not
 	// campaign.

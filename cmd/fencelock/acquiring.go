@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/redis/go-redis/v9"
 )
 
 // waitFlags are how run and acquire wait for a lock. Like flock(1),
@@ -162,10 +161,33 @@ func chainHooks(hs ...*fencelock.Hooks) *fencelock.Hooks {
 	}
 }
 
+// taking is how a command takes a lock: a lease of run and acquire, or
+// the leadership of elect.
+type taking struct {
+	cmd  string // the command, for messages
+	name string // the lock's (or election's) name
+	// try makes one attempt; wait waits until it holds the lock or ctx
+	// ends. try is nil where the command has no --no-wait.
+	try, wait func(ctx context.Context) (*fencelock.Lease, error)
+	// held says who holds the lock instead, for "not acquired"; after is
+	// " after --wait D" or "".
+	held func(ctx context.Context, after string) string
+}
+
+// lockTaking takes the lock name with locks.
+func lockTaking(cmd string, cn *conn, locks *fencelock.Client, name string) *taking {
+	return &taking{
+		cmd: cmd, name: name,
+		try:  func(ctx context.Context) (*fencelock.Lease, error) { return locks.TryAcquire(ctx, name) },
+		wait: func(ctx context.Context) (*fencelock.Lease, error) { return locks.Acquire(ctx, name) },
+		held: func(ctx context.Context, after string) string { return heldMessage(ctx, cn, locks, name, after) },
+	}
+}
+
 // acquireLease takes the lock as w says, reporting failures on stderr
 // on one line; a nil lease comes with the exit status: 75 if another
 // lease holds the lock or fencelock was interrupted, 125 if Redis failed.
-func (c *cli) acquireLease(ctx context.Context, cmd string, cn *conn, rdb redis.UniversalClient, locks *fencelock.Client, a *attempts, name string, w waitPolicy) (*fencelock.Lease, int) {
+func (c *cli) acquireLease(ctx context.Context, tk *taking, a *attempts, w waitPolicy) (*fencelock.Lease, int) {
 	var (
 		lease *fencelock.Lease
 		err   error
@@ -175,32 +197,36 @@ func (c *cli) acquireLease(ctx context.Context, cmd string, cn *conn, rdb redis.
 	a.mu.Unlock()
 	switch {
 	case w.once:
-		lease, err = locks.TryAcquire(ctx, name)
+		lease, err = tk.try(ctx)
 	case w.limit > 0:
 		wctx, cancel := context.WithTimeoutCause(ctx, w.limit, errWaitedEnough)
-		lease, err = locks.Acquire(wctx, name)
+		lease, err = tk.wait(wctx)
 		cancel()
 	default:
-		lease, err = locks.Acquire(ctx, name)
+		lease, err = tk.wait(ctx)
 	}
 	switch {
 	case err == nil:
 		return lease, exitOK
 	case errors.Is(err, fencelock.ErrInvalid):
-		return nil, c.fail(cmd, exitUsage, err)
+		return nil, c.fail(tk.cmd, exitUsage, err)
 	case ctx.Err() != nil:
-		return nil, c.fail(cmd, exitNotAcquired, fmt.Errorf("interrupted while acquiring lock %q", name))
+		return nil, c.fail(tk.cmd, exitNotAcquired, fmt.Errorf("interrupted while acquiring lock %q", tk.name))
 	}
 	if rerr := a.redisFailure(); rerr != nil {
 		if w.limit > 0 {
-			rerr = fmt.Errorf("waited %s for lock %q, but Redis failed: %w", w.limitBy, name, rerr)
+			rerr = fmt.Errorf("waited %s for lock %q, but Redis failed: %w", w.limitBy, tk.name, rerr)
 		}
-		return nil, c.fail(cmd, exitInternal, rerr)
+		return nil, c.fail(tk.cmd, exitInternal, rerr)
 	}
 	if !errors.Is(err, fencelock.ErrNotAcquired) {
-		return nil, c.fail(cmd, exitInternal, err)
+		return nil, c.fail(tk.cmd, exitInternal, err)
 	}
-	return nil, c.fail(cmd, exitNotAcquired, errors.New(heldMessage(ctx, cn, rdb, name, w)))
+	after := ""
+	if w.limit > 0 {
+		after = " after " + w.limitBy
+	}
+	return nil, c.fail(tk.cmd, exitNotAcquired, errors.New(tk.held(ctx, after)))
 }
 
 var errWaitedEnough = errors.New("waited as long as --wait allows")
@@ -208,21 +234,17 @@ var errWaitedEnough = errors.New("waited as long as --wait allows")
 // heldMessage says who holds the lock name now, for "not acquired": the
 // holder's public lease ID (never its secret) and the lock's remaining
 // TTL, as far as Redis tells.
-func heldMessage(ctx context.Context, cn *conn, rdb redis.UniversalClient, name string, w waitPolicy) string {
-	after := ""
-	if w.limit > 0 {
-		after = " after " + w.limitBy
-	}
+func heldMessage(ctx context.Context, cn *conn, locks *fencelock.Client, name, after string) string {
 	rctx, cancel := cn.request(ctx)
 	defer cancel()
-	st, err := readStatus(rctx, rdb, cn, name)
+	h, err := locks.Holder(rctx, name)
 	switch {
+	case errors.Is(err, fencelock.ErrNotHeld):
+		return fmt.Sprintf("lock %q was held by another lease%s (it is free now)", name, after)
 	case err != nil:
 		return fmt.Sprintf("lock %q is held by another lease%s", name, after)
-	case !st.Held:
-		return fmt.Sprintf("lock %q was held by another lease%s (it is free now)", name, after)
-	case st.TTLms < 0:
-		return fmt.Sprintf("lock %q is held by lease %s%s, with no TTL (its key was not set by fencelock)", name, st.Lease, after)
+	case h.TTL < 0:
+		return fmt.Sprintf("lock %q is held by lease %s%s, with no TTL (its key was not set by fencelock)", name, h.LeaseID, after)
 	}
-	return fmt.Sprintf("lock %q is held by lease %s%s (%v left of its TTL unless renewed)", name, st.Lease, after, time.Duration(st.TTLms)*time.Millisecond)
+	return fmt.Sprintf("lock %q is held by lease %s%s (%v left of its TTL unless renewed)", name, h.LeaseID, after, h.TTL)
 }

@@ -29,16 +29,18 @@ const defaultTimeout = 5 * time.Second
 // conn holds the connection and lock flags that most commands share.
 type conn struct {
 	url     string
+	tls     tlsFlags
 	prefix  string
 	ttl     time.Duration // 0 for commands without --ttl
 	timeout time.Duration
 	hooks   *fencelock.Hooks // for the lock client, if set
 }
 
-// addConn registers --redis, --prefix and --timeout on cmd.
+// addConn registers --redis, the TLS flags, --prefix and --timeout on cmd.
 func (cn *conn) addConn(cmd *command) {
 	cmd.fs.StringVar(&cn.url, "redis", defaultRedisURL, redisURLHelp)
 	cmd.fromEnv("redis", "REDIS_URL")
+	cn.tls.add(cmd)
 	cmd.fs.StringVar(&cn.prefix, "prefix", "fencelock:", "`prefix` of every lock key, as in fencelock.Options.Prefix")
 	cmd.fromEnv("prefix", "FENCELOCK_PREFIX")
 	cmd.duration(&cn.timeout, "timeout", defaultTimeout, "how long to wait for Redis to answer when connecting (through the Sentinels, if any)\n      and for each request that does not wait for the lock (a `duration`)")
@@ -70,6 +72,9 @@ func (cn *conn) check(cmd *command) (*redisTarget, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cn.tls.apply(cmd, t); err != nil {
+		return nil, err
+	}
 	t.setDialTimeout(cn.timeout)
 	t.honourDeadlines()
 	return t, nil
@@ -91,8 +96,15 @@ func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalCli
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted (%v) while connecting to %s", context.Cause(ctx), redactedURL(cn.url))
 	}
+	if hint := tlsHint(err); hint != "" {
+		return nil, fmt.Errorf("cannot reach Redis at %s: %v (%s)", redactedURL(cn.url), err, hint)
+	}
 	if context.Cause(pctx) == errNoAnswer {
-		return nil, fmt.Errorf("cannot reach Redis at %s: no answer within --timeout %v (%v)", redactedURL(cn.url), cn.timeout, err)
+		hint := ""
+		if t.seen != nil {
+			hint = "; a server that does not speak TLS at this port does not answer a TLS client either"
+		}
+		return nil, fmt.Errorf("cannot reach Redis at %s: no answer within --timeout %v (%v)%s", redactedURL(cn.url), cn.timeout, err, hint)
 	}
 	return nil, fmt.Errorf("cannot reach Redis at %s: %v", redactedURL(cn.url), err)
 }
@@ -111,6 +123,10 @@ type redisTarget struct {
 	node     *redis.Options         // redis://, rediss://, unix://
 	failover *redis.FailoverOptions // redis+sentinel://, rediss+sentinel://
 	cluster  *redis.ClusterOptions  // redis+cluster://, rediss+cluster://
+
+	// seen records the TLS handshakes of the target's connections, for
+	// doctor; nil without TLS.
+	seen *tlsSeen
 }
 
 // client connects to the target. The failover client is a *redis.Client
@@ -161,7 +177,9 @@ func (t *redisTarget) honourDeadlines() {
 // redisOptions turns a URL into client options: a single node
 // (redis.ParseURL), Sentinel (redis.ParseFailoverURL) or Cluster
 // (redis.ParseClusterURL). Errors are usage errors and never contain the
-// URL's password.
+// URL's password. The clients set no client name: CLIENT SETNAME would
+// need a permission beyond the library's least-privilege rule
+// (fencelock.ACLRule), which is all that fencelock needs.
 func redisOptions(raw string, getenv func(string) string) (*redisTarget, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -196,7 +214,6 @@ func nodeOptions(raw string, u *url.URL, getenv func(string) string) (*redisTarg
 	if opts.Password == "" {
 		opts.Password = getenv("REDIS_PASSWORD")
 	}
-	opts.ClientName = "fencelock"
 	return &redisTarget{node: opts}, nil
 }
 
@@ -235,7 +252,6 @@ func sentinelOptions(u *url.URL, getenv func(string) string) (*redisTarget, erro
 	}
 	opts.Username = getenv("REDIS_USERNAME")
 	opts.Password = getenv("REDIS_PASSWORD")
-	opts.ClientName = "fencelock"
 	return &redisTarget{failover: opts}, nil
 }
 
@@ -266,7 +282,6 @@ func clusterOptions(u *url.URL, getenv func(string) string) (*redisTarget, error
 	if opts.Password == "" {
 		opts.Password = getenv("REDIS_PASSWORD")
 	}
-	opts.ClientName = "fencelock"
 	return &redisTarget{cluster: opts}, nil
 }
 
@@ -319,12 +334,6 @@ func (cn *conn) locks(rdb redis.UniversalClient, renew bool) *fencelock.Client {
 	}
 	return fencelock.New(rdb, o)
 }
-
-// lockKey and tokenKey follow the key layout of DESIGN.md §3, which the
-// library uses: the lock name in a hash tag, the counter beside it. Both
-// share the hash tag, so on a Cluster they live in one slot.
-func (cn *conn) lockKey(name string) string  { return cn.prefix + "{" + name + "}" }
-func (cn *conn) tokenKey(name string) string { return cn.prefix + "{" + name + "}:token" }
 
 // redactedURL returns the URL with any password replaced by "xxxxx".
 func redactedURL(raw string) string {

@@ -71,8 +71,8 @@ func (c *cli) demo(ctx context.Context, args []string) int {
 			return c.fail("demo", exitInternal, err)
 		}
 		defer srv.close()
-		fmt.Fprintf(c.stdout, "Started %s on %s for this demo; it stops when the demo ends.\n", srv.version(), srv.addr)
-		opts = &redis.Options{Addr: srv.addr}
+		fmt.Fprintf(c.stdout, "Started %s on %s for this demo; it stops when the demo ends.\n", srv.version(), srv.addr())
+		opts = &redis.Options{Addr: srv.addr()}
 	} else {
 		fmt.Fprintf(c.stdout, "Using the Redis at %s.\n", redactedURL(rawURL))
 	}
@@ -108,11 +108,10 @@ Next: fencelock doctor --redis URL       audit your Redis for lock safety
 }
 
 type demo struct {
-	rdb  *redis.Client
-	ttl  time.Duration
-	id   string // keeps this run's keys apart from others'
-	out  io.Writer
-	keys []string // to delete afterwards
+	rdb *redis.Client
+	ttl time.Duration
+	id  string // keeps this run's keys apart from others'
+	out io.Writer
 }
 
 type outcome struct {
@@ -146,7 +145,6 @@ func (d *demo) story(ctx context.Context, fenced bool) (outcome, error) {
 	name := "report"
 	prefix := "fencelock:demo:" + d.id + ":" + kind + ":"
 	locks := fencelock.New(d.rdb, &fencelock.Options{TTL: d.ttl, RenewInterval: -1, Prefix: prefix, TokenRetention: time.Minute})
-	d.keys = append(d.keys, prefix+"{"+name+"}", prefix+"{"+name+"}:token")
 
 	// The shared resource, and how each holder writes to it.
 	var (
@@ -156,7 +154,6 @@ func (d *demo) story(ctx context.Context, fenced bool) (outcome, error) {
 	if fenced {
 		store := redisfence.New(d.rdb, &redisfence.Options{Prefix: prefix + "fence:"})
 		resource := "report"
-		d.keys = append(d.keys, "{"+prefix+"fence:"+resource+"}", "{"+prefix+"fence:"+resource+"}:fence")
 		write = func(ctx context.Context, f fence.Fence, report string) error {
 			return store.Put(ctx, resource, f, []byte(report))
 		}
@@ -166,7 +163,6 @@ func (d *demo) story(ctx context.Context, fenced bool) (outcome, error) {
 		}
 	} else {
 		key := prefix + "report"
-		d.keys = append(d.keys, key)
 		write = func(ctx context.Context, _ fence.Fence, report string) error {
 			return d.rdb.Set(ctx, key, report, 0).Err()
 		}
@@ -276,11 +272,18 @@ func (d *demo) story(ctx context.Context, fenced bool) (outcome, error) {
 	return outcome{staleAccepted: staleOK}, nil
 }
 
-// cleanup deletes the demo's keys, for a server the user named.
+// cleanup deletes the demo's keys, for a server the user named: every
+// key that holds the run's prefix (the locks' and the fenced store's
+// keys, whatever their layout), found by SCAN within a few seconds.
 func (d *demo) cleanup() {
-	if len(d.keys) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		d.rdb.Del(ctx, d.keys...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := d.rdb.Scan(ctx, 0, "*fencelock:demo:"+d.id+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if len(keys) > 0 {
+		d.rdb.Del(ctx, keys...)
 	}
 }

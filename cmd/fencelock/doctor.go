@@ -19,9 +19,20 @@ import (
 
 const doctorAbout = `Audit a Redis deployment for lock safety: server version and native
 commands, persistence, eviction, replication, Sentinel or Cluster, clock
-offset, round-trip time, and a test acquire/renew/release (under the key
-prefix PREFIXdoctor:). Each finding has a severity (ok, info, warn,
-critical) and, where something should change, the fix.
+offset, round-trip time, the connection's encryption, the ACL user's
+permissions, and a test acquire/renew/release (under the key prefix
+PREFIXdoctor:). Each finding has a severity (ok, info, warn, critical)
+and, where something should change, the fix.
+
+Permissions are checked with ACL DRYRUN (Redis >= 7.0, Valkey): every
+command the library sends to each server (the Lua scripts and the
+commands they call, or DELEX/DELIFEQ, SET and PEXPIRE; PUBLISH and
+SUBSCRIBE, or their sharded forms on a Cluster; WAIT with
+--min-replicas) for the user doctor connects as, or the user that
+--acl-user names. A missing permission is critical, with the ACL SETUSER
+that grants it; a user that may do far more than locks need (+@all, ~*,
+&*) is warned of. A least-privilege user may not run ACL DRYRUN itself:
+run doctor as an administrator with --acl-user USER to check USER.
 
 What is audited follows --redis: a redis:// URL audits that one node;
 a redis+sentinel:// URL audits the master the Sentinels name now (the
@@ -63,7 +74,10 @@ type doctorReport struct {
 	Warnings int       `json:"warnings"`
 
 	delex, delifeq bool // a server audited has DELEX, DELIFEQ (COMMAND INFO)
-	cluster        bool
+	// paths are the release paths of the servers audited, for the ACL
+	// rule (Prefix, Cluster and MinReplicas are set too).
+	paths fencelock.ACLOptions
+	addrs []string // the addresses of the servers audited, as they saw the connection
 }
 
 func (r *doctorReport) add(check, sev, msg, fix string) {
@@ -76,39 +90,60 @@ func (r *doctorReport) add(check, sev, msg, fix string) {
 	}
 }
 
+// doctoring is what one doctor run audits and how.
+type doctoring struct {
+	cn          *conn
+	target      *redisTarget
+	aclUser     string // the ACL user whose permissions are checked
+	minReplicas int
+}
+
 func (c *cli) doctor(ctx context.Context, args []string) int {
 	var (
 		cn     conn
 		asJSON bool
+		d      = doctoring{cn: &cn}
 	)
 	cmd := c.command("doctor", "[flags]", doctorAbout, doctorExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
 	cmd.fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.fs.StringVar(&d.aclUser, "acl-user", "", "check the permissions of the ACL user `name` (default: the user doctor connects as)")
+	cmd.fromEnv("acl-user", "FENCELOCK_ACL_USER")
+	cmd.fs.IntVar(&d.minReplicas, "min-replicas", 0, "audit for clients with fencelock.Options.MinReplicas `n`: WAIT permitted, n replicas connected")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 0 || dashes) {
 		err = usageErrorf("unexpected argument %q", append(pos, "--")[0])
 	}
-	var target *redisTarget
+	if err == nil && d.minReplicas < 0 {
+		err = usageErrorf("--min-replicas %d is negative", d.minReplicas)
+	}
 	if err == nil {
-		target, err = cn.check(cmd)
+		d.target, err = cn.check(cmd)
 	}
 	if err != nil {
 		return cmd.exit(err)
 	}
+	if d.aclUser == "" {
+		d.aclUser = d.target.username()
+	}
 	rep := &doctorReport{Redis: redactedURL(cn.url)}
+	rep.paths = fencelock.ACLOptions{Prefix: cn.prefix, MinReplicas: d.minReplicas > 0}
 	var reachable bool
-	switch {
-	case target.cluster != nil:
-		reachable = diagnoseCluster(ctx, target.cluster, &cn, rep)
-	case target.failover != nil:
-		rdb := redis.NewFailoverClient(target.failover)
+	switch t := d.target; {
+	case t.cluster != nil:
+		reachable = d.diagnoseCluster(ctx, rep)
+	case t.failover != nil:
+		rdb := redis.NewFailoverClient(t.failover)
 		defer rdb.Close()
-		reachable = diagnose(ctx, rdb, &cn, rep, viaSentinel)
+		reachable = d.diagnose(ctx, rdb, rep, viaSentinel)
 	default:
-		rdb := redis.NewClient(target.node)
+		rdb := redis.NewClient(t.node)
 		defer rdb.Close()
-		reachable = diagnose(ctx, rdb, &cn, rep, viaNode)
+		reachable = d.diagnose(ctx, rdb, rep, viaNode)
+	}
+	if reachable {
+		checkTransport(rep, d.target)
 	}
 
 	if asJSON {
@@ -150,10 +185,10 @@ const (
 
 // diagnose runs every check it can, adding findings to rep. It reports
 // false if the server could not be reached at all.
-func diagnose(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorReport, via int) bool {
-	reachable, data := diagnoseNode(ctx, rdb, rdb, cn, rep, via)
+func (d *doctoring) diagnose(ctx context.Context, rdb *redis.Client, rep *doctorReport, via int) bool {
+	reachable, data := d.diagnoseNode(ctx, rdb, rdb, rep, via)
 	if data {
-		checkLock(ctx, rdb, cn, rep)
+		d.checkLock(ctx, rdb, rep)
 	}
 	return reachable
 }
@@ -161,14 +196,14 @@ func diagnose(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorRepor
 // diagnoseCluster audits every master of the Cluster, prefixing each
 // finding with the node's address, then takes the test lock through the
 // Cluster client.
-func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, rep *doctorReport) bool {
-	cc := redis.NewClusterClient(opts)
+func (d *doctoring) diagnoseCluster(ctx context.Context, rep *doctorReport) bool {
+	cc := redis.NewClusterClient(d.target.cluster)
 	defer cc.Close()
-	pctx, cancel := cn.request(ctx)
+	pctx, cancel := d.cn.request(ctx)
 	defer cancel()
 	if err := cc.Ping(pctx).Err(); err != nil {
-		rep.add("connect", sevCritical, "cannot reach the Cluster: "+err.Error(),
-			"check --redis (or REDIS_URL) names Cluster nodes, REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss+cluster://) and the network")
+		rep.add("connect", sevCritical, "cannot reach the Cluster: "+withHint(err),
+			"check --redis (or REDIS_URL) names Cluster nodes, REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss+cluster://, --tls, --cacert) and the network")
 		return false
 	}
 	var (
@@ -186,22 +221,25 @@ func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, 
 		return false
 	}
 	slices.SortFunc(masters, func(a, b *redis.Client) int { return strings.Compare(a.Options().Addr, b.Options().Addr) })
+	rep.paths.Cluster = true
 	for _, node := range masters {
-		sub := &doctorReport{}
-		diagnoseNode(ctx, node, cc, cn, sub, viaCluster)
+		sub := &doctorReport{paths: rep.paths}
+		d.diagnoseNode(ctx, node, cc, sub, viaCluster)
 		if rep.Server == "" {
 			rep.Server = sub.Server
 		}
 		// A Cluster mid-upgrade mixes versions: the ACL must allow what
 		// any master's version makes the library send.
 		rep.delex, rep.delifeq = rep.delex || sub.delex, rep.delifeq || sub.delifeq
+		rep.paths.Lua = rep.paths.Lua || sub.paths.Lua
+		rep.paths.DELEX, rep.paths.DELIFEQ = rep.paths.DELEX || sub.paths.DELEX, rep.paths.DELIFEQ || sub.paths.DELIFEQ
+		rep.addrs = append(rep.addrs, sub.addrs...)
 		for _, f := range sub.Findings {
 			rep.add(f.Check, f.Severity, node.Options().Addr+": "+f.Message, f.Fix)
 		}
 	}
 	rep.add("mode", sevOK, fmt.Sprintf("Cluster of %d masters, each audited above", len(masters)), "")
-	rep.cluster = true
-	checkLock(ctx, cc, cn, rep)
+	d.checkLock(ctx, cc, rep)
 	return true
 }
 
@@ -209,32 +247,54 @@ func diagnoseCluster(ctx context.Context, opts *redis.ClusterOptions, cn *conn, 
 // checkCommands (the node itself, or the Cluster client). It reports
 // whether the server was reached, and whether it holds data (the test
 // lock makes sense there).
-func diagnoseNode(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, cn *conn, rep *doctorReport, via int) (reachable, data bool) {
-	pctx, cancel := cn.request(ctx)
+func (d *doctoring) diagnoseNode(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, rep *doctorReport, via int) (reachable, data bool) {
+	pctx, cancel := d.cn.request(ctx)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
-		rep.add("connect", sevCritical, "cannot reach the server: "+err.Error(),
-			"check --redis (or REDIS_URL), REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss://) and the network")
+		rep.add("connect", sevCritical, "cannot reach the server: "+withHint(err),
+			"check --redis (or REDIS_URL), REDIS_USERNAME/REDIS_PASSWORD, TLS (rediss://, --tls, --cacert) and the network")
 		return false, false
 	}
+	rep.addrs = append(rep.addrs, serverAddr(ctx, rdb))
 	info, err := rdb.Info(ctx).Result()
-	if err != nil {
+	if err != nil && !redis.HasErrorPrefix(err, "NOPERM") {
 		rep.add("server", sevCritical, "INFO failed: "+err.Error(), "grant the connection's ACL user the INFO command")
 		return true, false
+	}
+	if err != nil {
+		// A least-privilege user: what INFO and CONFIG tell goes
+		// unchecked, the permissions and the test lock do not.
+		rep.add("server", sevWarn, "INFO is not permitted to this user: the server's version, persistence, eviction and replication are not audited",
+			"run doctor as a user that may run INFO and CONFIG GET (an administrator), with --acl-user "+d.aclUser+" to check this user's permissions")
+		d.checkCommands(ctx, rdb, keys, rep)
+		d.checkACL(ctx, rdb, rep)
+		checkClock(ctx, rdb, rep)
+		checkRTT(ctx, rdb, d.cn, rep)
+		return true, true
 	}
 	inf := parseInfo(info)
 
 	if !checkServer(rep, inf, via) {
 		return true, false // a Sentinel: nothing else applies
 	}
-	checkCommands(ctx, rdb, keys, cn, rep)
+	d.checkCommands(ctx, rdb, keys, rep)
+	d.checkACL(ctx, rdb, rep)
 	cfg := configGetter{rdb: rdb}
 	checkPersistence(ctx, &cfg, rep, inf)
 	checkEviction(rep, inf)
-	checkReplication(ctx, &cfg, rep, inf)
+	d.checkReplication(ctx, &cfg, rep, inf)
 	checkClock(ctx, rdb, rep)
-	checkRTT(ctx, rdb, cn, rep)
+	checkRTT(ctx, rdb, d.cn, rep)
 	return true, true
+}
+
+// checkACL checks the ACL user's permissions on rdb's server, for the
+// release path that this server takes.
+func (d *doctoring) checkACL(ctx context.Context, rdb *redis.Client, rep *doctorReport) {
+	opts := rep.paths
+	opts.Lua, opts.DELEX, opts.DELIFEQ = !rep.delex && !rep.delifeq, rep.delex, !rep.delex && rep.delifeq
+	rep.paths = opts
+	checkACL(ctx, rdb, rep, d.aclUser, opts)
 }
 
 // parseInfo reads INFO's "key:value" lines.
@@ -317,7 +377,7 @@ func versionLess(v, than string) bool {
 	return false
 }
 
-func checkCommands(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, cn *conn, rep *doctorReport) {
+func (d *doctoring) checkCommands(ctx context.Context, rdb *redis.Client, keys redis.UniversalClient, rep *doctorReport) {
 	names := []string{"DELEX", "DELIFEQ", "WAITAOF"}
 	reply, err := rdb.Do(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ", "WAITAOF").Slice()
 	if err != nil || len(reply) != len(names) {
@@ -334,7 +394,7 @@ func checkCommands(ctx context.Context, rdb *redis.Client, keys redis.UniversalC
 	}
 	rep.delex, rep.delifeq = reply[0] != nil, reply[1] != nil
 	// SET ... IFEQ is an option, not a command: try it on a key of ours.
-	key := cn.prefix + "doctor:{probe-" + randomHex() + "}"
+	key := d.cn.prefix + "doctor:{probe-" + randomHex() + "}"
 	err = keys.Do(ctx, "SET", key, "x", "IFEQ", "x", "PX", 1000).Err()
 	if err == nil || errors.Is(err, redis.Nil) {
 		have = append(have, "SET IFEQ")
@@ -436,7 +496,7 @@ func checkEviction(rep *doctorReport, inf map[string]string) {
 	}
 }
 
-func checkReplication(ctx context.Context, cfg *configGetter, rep *doctorReport, inf map[string]string) {
+func (d *doctoring) checkReplication(ctx context.Context, cfg *configGetter, rep *doctorReport, inf map[string]string) {
 	role := inf["role"]
 	if role == "slave" || role == "replica" {
 		rep.add("replication", sevCritical, fmt.Sprintf("this server is a replica of %s:%s: acquisitions fail (READONLY) or, on a writable replica, take locks the master never sees", inf["master_host"], inf["master_port"]),
@@ -444,6 +504,11 @@ func checkReplication(ctx context.Context, cfg *configGetter, rep *doctorReport,
 		return
 	}
 	replicas, _ := strconv.Atoi(inf["connected_slaves"])
+	if replicas < d.minReplicas {
+		rep.add("replication", sevCritical, fmt.Sprintf("role %s, %d replicas connected, but --min-replicas %d: every acquisition with that MinReplicas fails (ErrNotReplicated)", role, replicas, d.minReplicas),
+			"connect the replicas, or lower fencelock.Options.MinReplicas")
+		return
+	}
 	if replicas == 0 {
 		rep.add("replication", sevInfo, "role "+role+", no replicas: nothing to fail over to, and nothing to lose the lock in a failover", "")
 		return
@@ -526,27 +591,28 @@ func checkRTT(ctx context.Context, rdb *redis.Client, cn *conn, rep *doctorRepor
 }
 
 // checkLock acquires, renews and releases a lock of its own, twice, and
-// checks that tokens increase.
-func checkLock(ctx context.Context, rdb redis.UniversalClient, cn *conn, rep *doctorReport) {
+// checks that tokens increase. Its token counter expires after --ttl.
+func (d *doctoring) checkLock(ctx context.Context, rdb redis.UniversalClient, rep *doctorReport) {
+	cn := d.cn
 	prefix := cn.prefix + "doctor:"
 	name := "probe-" + randomHex()
 	locks := fencelock.New(rdb, &fencelock.Options{TTL: cn.ttl, Prefix: prefix, RenewInterval: -1, TokenRetention: cn.ttl})
-	defer rdb.Del(context.WithoutCancel(ctx), prefix+"{"+name+"}:token")
+	fix := fmt.Sprintf("see the findings above; the ACL rule for these servers: ACL SETUSER %s reset on >PASSWORD %s", d.aclUser, fencelock.ACLRule(&rep.paths))
 	var tokens []int64
 	for range 2 {
 		l, err := locks.TryAcquire(ctx, name)
 		if err != nil {
-			rep.add("lock", sevCritical, "test acquire failed: "+message(err), "see the findings above; "+aclNeeds(cn.prefix, rep))
+			rep.add("lock", sevCritical, "test acquire failed: "+message(err), fix)
 			return
 		}
 		tokens = append(tokens, l.Token())
 		if err := l.Renew(ctx); err != nil {
 			l.Release(ctx)
-			rep.add("lock", sevCritical, "test renew failed: "+err.Error(), "")
+			rep.add("lock", sevCritical, "test renew failed: "+message(err), fix)
 			return
 		}
 		if err := l.Release(ctx); err != nil {
-			rep.add("lock", sevCritical, "test release failed: "+err.Error(), "")
+			rep.add("lock", sevCritical, "test release failed: "+message(err), fix)
 			return
 		}
 	}
@@ -555,38 +621,6 @@ func checkLock(ctx context.Context, rdb redis.UniversalClient, cn *conn, rep *do
 		return
 	}
 	rep.add("lock", sevOK, fmt.Sprintf("acquire, renew and release work; tokens %d then %d (lock %q under %q)", tokens[0], tokens[1], name, prefix), "")
-}
-
-// aclNeeds says what the ACL user must be allowed for fencelock to take,
-// renew and release locks under prefix (the library and this command),
-// on the servers audited: the native commands where they have them
-// (COMMAND INFO answers whatever the ACL allows), the Lua scripts
-// elsewhere. Every script's own calls count too: ACLs apply inside
-// scripts.
-func aclNeeds(prefix string, rep *doctorReport) string {
-	native, rule := "", []string{"+evalsha", "+eval", "+get", "+set", "+pttl", "+time"}
-	switch {
-	case rep.delex && rep.delifeq: // a mixed Cluster
-		native = "SET (renew: SET IFEQ) and DELEX or DELIFEQ (release), native on these servers"
-		rule = append(rule, "+delex", "+delifeq")
-	case rep.delex:
-		native = "SET (renew: SET IFEQ) and DELEX (release), native on this server"
-		rule = append(rule, "+delex")
-	case rep.delifeq:
-		native = "SET (renew: SET IFEQ) and DELIFEQ (release), native on this server"
-		rule = append(rule, "+delifeq")
-	default:
-		native = "EVALSHA and EVAL for renew and release too (this server has no DELEX or DELIFEQ): their scripts call GET, PEXPIRE and DEL"
-	}
-	// The Lua fallbacks stay allowed: a server that loses its native
-	// commands (a downgrade, a failover to an older replica) needs them.
-	rule = append(rule, "+pexpire", "+del", "+publish", "+subscribe", "+unsubscribe")
-	if rep.cluster {
-		rule = append(rule, "+spublish", "+ssubscribe", "+sunsubscribe")
-	}
-	rule = append(rule, "+command|info", "+multi", "+exec", "+ping", "+client|setname")
-	return fmt.Sprintf("the ACL user needs, on keys and channels %s*: EVALSHA and EVAL (acquire; the script calls GET, SET, PTTL and TIME), %s; PUBLISH and SUBSCRIBE (waking waiters) and COMMAND INFO (finding native commands); for the fencelock command also MULTI, EXEC, PING and CLIENT SETNAME: ACL SETUSER USER ~%[1]s* &%[1]s* %[3]s",
-		prefix, native, strings.Join(rule, " "))
 }
 
 func randomHex() string {

@@ -2,18 +2,32 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // doctorJSON runs doctor --json against s and returns its exit status and
 // findings by check.
 func doctorJSON(t *testing.T, s *redistest.Server) (int, doctorReport, map[string]finding) {
 	t.Helper()
+	return doctorRun(t, nil, "--redis", redisURL(s))
+}
+
+// doctorRun runs doctor --json with args and env, and returns its exit
+// status and findings by check.
+func doctorRun(t *testing.T, env map[string]string, args ...string) (int, doctorReport, map[string]finding) {
+	t.Helper()
 	h := newHarness(t)
-	code := h.run("doctor", "--json", "--redis", redisURL(s))
+	for k, v := range env {
+		h.env[k] = v
+	}
+	code := h.run(append([]string{"doctor", "--json"}, args...)...)
 	var rep doctorReport
 	if err := json.Unmarshal([]byte(h.stdout.String()), &rep); err != nil {
 		t.Fatalf("doctor --json output does not parse: %v\n%s", err, h.stdout)
@@ -185,57 +199,156 @@ func TestDoctor_serverFlavour(t *testing.T) {
 	wantFinding(t, fs, "server", sevOK, want)
 }
 
-// When the test acquire fails for want of permissions, the fix lists what
-// the library sends on this server: DELEX and SET on Redis >= 8.4,
-// DELIFEQ and SET on Valkey >= 9, the scripts elsewhere. The ACL rule it
-// gives is enough for run, acquire, status, renew and release.
-func TestDoctor_aclNeeds(t *testing.T) {
-	t.Parallel()
-	s := redistest.New(t)
-	rdb := s.Client(t)
-	ctx := t.Context()
-	reply, err := rdb.Do(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ").Slice()
+// serverPath returns the release path the server takes: "delex",
+// "delifeq" or "lua", by the test's own COMMAND INFO.
+func serverPath(t *testing.T, rdb *redis.Client) string {
+	t.Helper()
+	reply, err := rdb.Do(t.Context(), "COMMAND", "INFO", "DELEX", "DELIFEQ").Slice()
 	if err != nil || len(reply) != 2 {
 		t.Fatalf("COMMAND INFO: %v, %v", reply, err)
 	}
-	delex, delifeq := reply[0] != nil, reply[1] != nil
-	if err := rdb.Do(ctx, "ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-@scripting").Err(); err != nil {
-		t.Fatal(err)
+	switch {
+	case reply[0] != nil:
+		return "delex"
+	case reply[1] != nil:
+		return "delifeq"
 	}
-	h := newHarness(t)
-	h.env = map[string]string{"REDIS_USERNAME": "noscripts", "REDIS_PASSWORD": "pw"}
-	h.run("doctor", "--json", "--redis", redisURL(s))
-	var rep doctorReport
-	if err := json.Unmarshal([]byte(h.stdout.String()), &rep); err != nil {
-		t.Fatalf("doctor --json: %v\n%s", err, h.stdout)
-	}
-	var lock finding
-	for _, f := range rep.Findings {
-		if f.Check == "lock" {
-			lock = f
-		}
-	}
-	if lock.Severity != sevCritical || !strings.Contains(lock.Message, "NOPERM") {
-		t.Fatalf("lock finding = %+v, want critical with NOPERM", lock)
-	}
-	for cmd, want := range map[string]bool{"EVALSHA": true, "DELEX (release)": delex, "DELIFEQ (release)": delifeq, "EVALSHA and EVAL for renew and release too": !delex && !delifeq} {
-		if got := strings.Contains(lock.Fix, cmd); got != want {
-			t.Errorf("fix mentions %q: %v, want %v (DELEX %v, DELIFEQ %v): %s", cmd, got, want, delex, delifeq, lock.Fix)
-		}
-	}
-	_, rule, ok := strings.Cut(lock.Fix, "ACL SETUSER USER ")
-	if !ok {
-		t.Fatalf("fix has no ACL rule: %s", lock.Fix)
-	}
-	args := []any{"ACL", "SETUSER", "locker", "on", ">pw"}
+	return "lua"
+}
+
+// aclRule returns the library's rule for a server of path.
+func aclRule(path string, cluster, minReplicas bool) string {
+	return fencelock.ACLRule(&fencelock.ACLOptions{Lua: path == "lua", DELEX: path == "delex", DELIFEQ: path == "delifeq", Cluster: cluster, MinReplicas: minReplicas})
+}
+
+// setUser creates or resets an ACL user with password pw and rule, on
+// every server.
+func setUser(t *testing.T, user, rule string, servers ...*redistest.Server) {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw"}
 	for _, f := range strings.Fields(rule) {
 		args = append(args, f)
 	}
-	if err := rdb.Do(ctx, args...).Err(); err != nil {
-		t.Fatalf("%v: %v", args, err)
+	for _, s := range servers {
+		if err := s.Client(t).Do(t.Context(), args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, s.Addr(), err)
+		}
+	}
+}
+
+// grant runs a fix's "ACL SETUSER USER PERM..." (up to its first
+// parenthesis or comma) on every server.
+func grant(t *testing.T, fix string, servers ...*redistest.Server) {
+	t.Helper()
+	cmd, _, _ := strings.Cut(fix, ",")
+	cmd, _, _ = strings.Cut(cmd, " (")
+	var args []any
+	for _, f := range strings.Fields(cmd) {
+		args = append(args, f)
+	}
+	if len(args) < 4 || args[0] != "ACL" || args[1] != "SETUSER" {
+		t.Fatalf("fix %q does not start with ACL SETUSER USER PERM...", fix)
+	}
+	for _, s := range servers {
+		if err := s.Client(t).Do(t.Context(), args...).Err(); err != nil {
+			t.Fatalf("the fix's %v: %v", args, err)
+		}
+	}
+}
+
+// An administrator's doctor --acl-user checks another user's permissions
+// by ACL DRYRUN: the library's rule for the server passes; each missing
+// permission is critical, named, with an ACL SETUSER that grants it
+// (which works: after it, the check passes); a user with far more than
+// locks need is warned of; a user that does not exist is critical.
+func TestDoctor_acl(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	admin := s.Client(t)
+	rule := aclRule(serverPath(t, admin), false, false)
+	url := redisURL(s)
+
+	setUser(t, "locks", rule, s)
+	code, _, fs := doctorRun(t, nil, "--redis", url, "--acl-user", "locks")
+	wantFinding(t, fs, "acl", sevOK, "ACL user locks may send all that fencelock sends")
+	if f, ok := fs["privileges"]; ok {
+		t.Errorf("privileges finding for the least-privilege user: %+v", f)
+	}
+	if code != 0 {
+		t.Errorf("doctor exit = %d, want 0", code)
 	}
 
+	perms := strings.Fields(rule)
+	for _, perm := range []string{"+pexpire", "+evalsha", perms[0], perms[1]} { // ~fencelock:* &fencelock:*
+		t.Run(perm, func(t *testing.T) {
+			user := "without-" + strings.Trim(perm, "+~&*:")
+			setUser(t, user, strings.Join(slices.DeleteFunc(slices.Clone(perms), func(p string) bool { return p == perm }), " "), s)
+			code, _, fs := doctorRun(t, nil, "--redis", url, "--acl-user", user)
+			f := fs["acl"]
+			if f.Severity != sevCritical || !strings.Contains(f.Message, "lacks "+perm) || !strings.HasPrefix(f.Fix, "ACL SETUSER "+user+" "+perm) {
+				t.Errorf("acl finding = %+v, want critical, lacking %s, fixed by ACL SETUSER %s %s", f, perm, user, perm)
+			}
+			if code != exitCritical {
+				t.Errorf("doctor exit = %d, want %d", code, exitCritical)
+			}
+			grant(t, f.Fix, s)
+			_, _, fs = doctorRun(t, nil, "--redis", url, "--acl-user", user)
+			wantFinding(t, fs, "acl", sevOK, "may send all")
+		})
+	}
+
+	// The default user of redistest's servers: +@all ~* &*.
+	_, _, fs = doctorRun(t, nil, "--redis", url)
+	wantFinding(t, fs, "acl", sevOK, "ACL user default may send all")
+	wantFinding(t, fs, "privileges", sevWarn, "FLUSHALL")
+	for _, want := range []string{"CONFIG SET", "ACL SETUSER", "keys outside fencelock:*", "channels outside fencelock:*"} {
+		if !strings.Contains(fs["privileges"].Message, want) {
+			t.Errorf("privileges finding %q does not name %q", fs["privileges"].Message, want)
+		}
+	}
+	if !strings.Contains(fs["privileges"].Fix, rule) {
+		t.Errorf("privileges fix %q does not give the rule %q", fs["privileges"].Fix, rule)
+	}
+
+	code, _, fs = doctorRun(t, nil, "--redis", url, "--acl-user", "nobody-of-that-name")
+	wantFinding(t, fs, "acl", sevCritical, "does not exist")
+	if code != exitCritical {
+		t.Errorf("doctor --acl-user of a missing user: exit = %d, want %d", code, exitCritical)
+	}
+
+	// With --min-replicas, WAIT is checked too: the rule lacks it.
+	_, _, fs = doctorRun(t, nil, "--redis", url, "--acl-user", "locks", "--min-replicas", "1")
+	wantFinding(t, fs, "acl", sevCritical, "lacks +wait")
+	wantFinding(t, fs, "replication", sevCritical, "--min-replicas 1")
+}
+
+// A user with exactly the library's rule runs every fencelock command
+// that takes locks (run, acquire, status, renew, release), and doctor
+// too: doctor then says what it cannot audit (INFO, ACL DRYRUN) and its
+// test lock passes. Nothing the commands send is refused but CLIENT
+// SETINFO, which go-redis sends and whose refusal it ignores.
+func TestDoctor_leastPrivilegeUser(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	admin := s.Client(t)
+	setUser(t, "locker", aclRule(serverPath(t, admin), false, false), s)
 	env := map[string]string{"REDIS_URL": redisURL(s), "REDIS_USERNAME": "locker", "REDIS_PASSWORD": "pw"}
+
+	code, _, fs := doctorRun(t, env)
+	wantFinding(t, fs, "server", sevWarn, "INFO is not permitted")
+	wantFinding(t, fs, "acl", sevInfo, "may not run ACL DRYRUN")
+	wantFinding(t, fs, "lock", sevOK, "tokens")
+	if !strings.Contains(fs["acl"].Fix, "--acl-user locker") {
+		t.Errorf("acl fix %q, want it to say --acl-user locker", fs["acl"].Fix)
+	}
+	if code != 0 {
+		t.Errorf("doctor as the least-privilege user: exit = %d, want 0", code)
+	}
+
+	// What doctor was refused (INFO, ACL DRYRUN, CLIENT INFO) it said so.
+	if err := admin.ACLLogReset(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
 	r := newHarness(t)
 	r.env = env
 	if code := r.run(append([]string{"run", "acl-run", "--"}, r.self("env")...)...); code != 0 {
@@ -254,7 +367,6 @@ func TestDoctor_aclNeeds(t *testing.T) {
 		{[]string{"release"}, 0, ""},
 	} {
 		h := newHarness(t)
-		h.env = map[string]string{}
 		for k, v := range env {
 			h.env[k] = v
 		}
@@ -267,12 +379,53 @@ func TestDoctor_aclNeeds(t *testing.T) {
 			t.Errorf("fencelock %q as the ACL rule's user: exit = %d, stderr %q; want %d, %q", step.args, code, h.stderr, step.want, step.says)
 		}
 		if step.args[0] == "acquire" && step.want == 0 {
+			var err error
 			if vars, err = parseShellAssignments(h.stdout.String()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if n := rdb.Exists(ctx, "fencelock:{acl-held}").Val(); n != 0 {
+	if n := admin.Exists(t.Context(), "fencelock:{acl-held}").Val(); n != 0 {
 		t.Errorf("lock held after release as the ACL rule's user")
+	}
+	entries, err := admin.Do(t.Context(), "ACL", "LOG").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		m, _ := e.(map[any]any)
+		if obj := fmt.Sprint(m["object"]); obj != "client|setinfo" {
+			t.Errorf("ACL LOG: %v refused to the rule's user: the commands need more than the rule", m)
+		}
+	}
+}
+
+// On a Cluster, every master's permissions are checked with the Cluster
+// rule (sharded pub/sub, CLUSTER SLOTS, COMMAND).
+func TestDoctor_aclCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.NewCluster(t)
+	rule := aclRule(serverPath(t, cl.Servers[0].Client(t)), true, false)
+	setUser(t, "locks", rule, cl.Servers...)
+	setUser(t, "nocluster", aclRule(serverPath(t, cl.Servers[0].Client(t)), false, false), cl.Servers...)
+	url := "redis+cluster://" + strings.Join(cl.Addrs(), ",")
+
+	code, rep, _ := doctorRun(t, nil, "--redis", url, "--acl-user", "locks")
+	oks := 0
+	for _, f := range rep.Findings {
+		if f.Check == "acl" && f.Severity == sevOK {
+			oks++
+		} else if f.Check == "acl" {
+			t.Errorf("acl finding %+v, want ok on every master", f)
+		}
+	}
+	if oks != 3 || code != 0 {
+		t.Errorf("doctor on a Cluster: %d masters' acl ok, exit %d; want 3, 0", oks, code)
+	}
+	_, rep, _ = doctorRun(t, nil, "--redis", url, "--acl-user", "nocluster")
+	for _, f := range rep.Findings {
+		if f.Check == "acl" && (f.Severity != sevCritical || !strings.Contains(f.Message, "+spublish") || !strings.Contains(f.Message, "+cluster|slots")) {
+			t.Errorf("acl finding for the standalone rule on a Cluster = %+v, want critical lacking +spublish and +cluster|slots", f)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Command fencelock runs commands under Redis locks that issue fencing
-// tokens, gives shell scripts the lock's acquire, renew and release, audits
-// a Redis deployment for lock safety, and demonstrates why fencing matters.
+// tokens, or while leading an election, gives shell scripts the lock's
+// acquire, renew and release, audits a Redis deployment for lock safety,
+// and demonstrates why fencing matters.
 //
 // Usage:
 //
@@ -9,12 +10,18 @@
 //	fencelock renew [flags] [NAME]
 //	fencelock release [flags] [NAME]
 //	fencelock status [flags] NAME
+//	fencelock elect [flags] NAME -- COMMAND [ARG...]
+//	fencelock leader [flags] NAME
 //	fencelock doctor [flags]
 //	fencelock demo [flags]
 //	fencelock version
 //
 // Run "fencelock COMMAND -h" for the flags of each command, and see the
 // exit codes in "fencelock -h".
+//
+// The command is a module of its own (its go.mod replaces the library and
+// fenceprom by the directories above it) so that what it needs, the
+// Prometheus client above all, stays out of the library's go.mod.
 package main
 
 import (
@@ -36,6 +43,7 @@ import (
 const (
 	exitOK          = 0
 	exitCritical    = 1   // doctor found a critical problem
+	exitNoLeader    = 1   // leader: nobody leads the election
 	exitUsage       = 2   // bad flags, arguments or environment
 	exitNotAcquired = 75  // EX_TEMPFAIL: the lock is held by another lease
 	exitLeaseLost   = 124 // the lease was lost (run: the command was terminated)
@@ -47,16 +55,17 @@ const (
 const exitCodesHelp = `Exit status (each command's -h lists its own):
   0    success (run: the command's own status passes through, and a
        command killed by a signal gives 128+signal, as in the shell)
-  1    doctor found a critical problem
+  1    doctor found a critical problem; leader: nobody leads
   2    usage error: bad flags, arguments or environment
   75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait), or fencelock was interrupted before COMMAND started
-  124  run: the lease was lost or could not be renewed in time, and run
-       terminated the command; renew/release: the lease no longer holds
-       the lock
+       after --wait), or fencelock was interrupted before COMMAND started;
+       elect: not elected within --wait
+  124  run, elect: the lease was lost or could not be renewed in time,
+       and the command was terminated; renew/release: the lease no longer
+       holds the lock
   125  fencelock itself failed (Redis unreachable, unexpected reply)
-  126  run: the command was found but could not be started
-  127  run: the command was not found
+  126  run, elect: the command was found but could not be started
+  127  run, elect: the command was not found
 `
 
 const topUsage = `fencelock runs commands under Redis locks that issue fencing tokens.
@@ -66,7 +75,9 @@ Usage:
   fencelock acquire [flags] NAME                   acquire; print the lease for eval
   fencelock renew [flags] [NAME]                   renew a lease printed by acquire
   fencelock release [flags] [NAME]                 release a lease printed by acquire
-  fencelock status [flags] NAME                    show a lock's holder, TTL, last token
+  fencelock status [flags] NAME                    show a lock's holder, TTL and token
+  fencelock elect [flags] NAME -- COMMAND [ARG...] run a command while leading an election
+  fencelock leader [flags] NAME                    show (or --watch) an election's leader
   fencelock doctor [flags]                         audit a Redis deployment for lock safety
   fencelock demo [flags]                           watch a paused holder's stale write,
                                                    unfenced and fenced
@@ -96,6 +107,12 @@ Connection (every command but demo and version):
   --timeout D      or FENCELOCK_TIMEOUT (default 5s): how long to wait for
                    Redis to answer when connecting, and for each command
                    that does not wait for a lock
+  --tls            or REDIS_TLS=1: TLS, as rediss:// URLs; with
+  --cacert FILE    or REDIS_CACERT: the CA certificates to verify with
+  --cert FILE      or REDIS_CERT, and
+  --key FILE       or REDIS_KEY: a client certificate (mutual TLS)
+  --sni NAME       or REDIS_SNI: the server name to ask for and verify
+  --insecure       or REDIS_INSECURE=1: no verification (warned of)
 `
 
 func main() {
@@ -166,6 +183,8 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		"renew":   c.renew,
 		"release": c.release,
 		"status":  c.status,
+		"elect":   c.elect,
+		"leader":  c.leader,
 		"doctor":  c.doctor,
 		"demo":    c.demo,
 		"version": c.version,
@@ -207,7 +226,8 @@ func (c *cli) fail(cmd string, code int, err error) int {
 // sentinel errors, which would repeat the prefix that fail adds.
 func message(err error) string {
 	s := err.Error()
-	for _, e := range []error{fencelock.ErrNotAcquired, fencelock.ErrLeaseLost, fencelock.ErrInvalid, fencelock.ErrNotReplicated, fencelock.ErrNoQuorum} {
+	for _, e := range []error{fencelock.ErrNotAcquired, fencelock.ErrLeaseLost, fencelock.ErrInvalid, fencelock.ErrNotReplicated, fencelock.ErrNoQuorum,
+		fencelock.ErrNotHeld, fencelock.ErrNoLeader, fencelock.ErrNotLeader} {
 		s = strings.ReplaceAll(s, e.Error(), strings.TrimPrefix(e.Error(), "fencelock: "))
 	}
 	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")

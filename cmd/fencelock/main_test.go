@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 func child(mode string) int {
 	switch mode {
 	case "env": // print what fencelock put in the environment
-		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET"} {
+		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_TERM", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET"} {
 			if v, ok := os.LookupEnv(k); ok {
 				fmt.Printf("%s=%s\n", k, v)
 			}
@@ -62,6 +62,14 @@ func child(mode string) int {
 			return 99
 		}
 		return n
+	case "environ": // print the whole environment, then as ignore-term
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Printf("ready %d %d\n", os.Getpid(), os.Getppid())
+		time.Sleep(time.Hour)
+		return 0
 	case "ignore-term": // survive SIGTERM; only SIGKILL ends it
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("ready %d %d\n", os.Getpid(), os.Getppid())
@@ -71,6 +79,13 @@ func child(mode string) int {
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		fmt.Printf("ready %d\n", os.Getpid())
+		s := <-c
+		fmt.Printf("got %v\n", s)
+		return 3
+	case "term-trap": // as trap, saying its term (elect) when ready
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		fmt.Printf("ready %d %s %s\n", os.Getpid(), os.Getenv("FENCELOCK_TERM"), os.Getenv("FENCELOCK_TOKEN"))
 		s := <-c
 		fmt.Printf("got %v\n", s)
 		return 3

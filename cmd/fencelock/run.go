@@ -25,7 +25,7 @@ COMMAND gets these variables in its environment:
   FENCELOCK_TOKEN   the fencing token: send it with every write
   FENCELOCK_LEASE   the public lease ID (not a secret)
   FENCELOCK_FENCE   the fence text form, for a Fencing-Token header:
-                    TOKEN;lock="NAME";lease="ID"
+                    "TOKEN";lock="NAME";lease="ID"
 
 COMMAND never outlives the lease. Once the lease can no longer be renewed
 in time (Redis is unreachable, its deadline is less than --grace away),
@@ -59,35 +59,18 @@ const runExits = `  N    COMMAND's own exit status; 128+S if signal S killed it
 
 func (c *cli) run(ctx context.Context, args []string) int {
 	var (
-		cn         conn
-		wf         waitFlags
-		grace      time.Duration
-		foreground bool
-		metricsAt  string
+		cn conn
+		wf waitFlags
+		cf commandFlags
 	)
 	cmd := c.command("run", "[flags] NAME -- COMMAND [ARG...]", runAbout, runExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
 	wf.add(cmd)
-	cmd.duration(&grace, "grace", 0, "`duration` between SIGTERM and SIGKILL when the lease runs out; at most half the TTL\n      (default 10s, or TTL/3 if that is shorter)")
-	cmd.fromEnv("grace", "FENCELOCK_GRACE")
-	cmd.fs.BoolVar(&foreground, "foreground", false, "keep COMMAND in fencelock's process group, so it can read the terminal")
-	cmd.fs.StringVar(&metricsAt, "metrics-addr", "", "serve Prometheus metrics of the lease at http://`addr`/metrics while COMMAND runs")
-	cmd.fromEnv("metrics-addr", "FENCELOCK_METRICS_ADDR")
+	cf.add(cmd)
 	pos, argv, dashes, err := cmd.parse(args)
 	if err == nil {
-		switch {
-		case len(pos) == 0:
-			err = usageErrorf("missing lock NAME")
-		case len(pos) > 1:
-			err = usageErrorf("unexpected argument %q after NAME: put COMMAND after --", pos[1])
-		case !dashes:
-			err = usageErrorf("missing -- before COMMAND")
-		case len(argv) == 0:
-			err = usageErrorf("missing COMMAND after --")
-		default:
-			err = validName(pos[0])
-		}
+		err = commandArgs(pos, argv, dashes)
 	}
 	var policy waitPolicy
 	if err == nil {
@@ -98,15 +81,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		target, err = cn.check(cmd)
 	}
 	if err == nil {
-		if !cmd.set("grace") {
-			grace = min(10*time.Second, (cn.ttl / 3).Round(time.Millisecond))
-		}
-		switch {
-		case grace < 0:
-			err = usageErrorf("%s is negative", cmd.source("grace"))
-		case grace > cn.ttl/2:
-			err = usageErrorf("%s is more than half of %s: COMMAND would get SIGTERM before the lease had a fair chance to be renewed; give a shorter --grace or a longer --ttl", cmd.source("grace"), cmd.source("ttl"))
-		}
+		err = cf.check(cmd, cn.ttl)
 	}
 	if err != nil {
 		return cmd.exit(err)
@@ -122,14 +97,13 @@ func (c *cli) run(ctx context.Context, args []string) int {
 
 	a := &attempts{name: name, cmd: "run", stderr: c.stderr}
 	cn.hooks = a.hooks()
-	if metricsAt != "" {
-		m := newMetrics(name)
-		stop, err := serveMetrics(metricsAt, m)
+	if cf.metricsAt != "" {
+		hooks, stop, err := serveMetrics(cf.metricsAt)
 		if err != nil {
 			return cmd.exit(usageError{err})
 		}
 		defer stop()
-		cn.hooks = chainHooks(cn.hooks, m.hooks())
+		cn.hooks = chainHooks(cn.hooks, hooks)
 	}
 
 	rdb, err := cn.connect(ctx, target)
@@ -138,62 +112,135 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	}
 	defer rdb.Close()
 	locks := cn.locks(rdb, true)
-	lease, code := c.acquireLease(ctx, "run", &cn, rdb, locks, a, name, policy)
+	lease, code := c.acquireLease(ctx, lockTaking("run", &cn, locks, name), a, policy)
 	if lease == nil {
 		return code
 	}
-	// Release even if ctx is done: the lock must not linger for its TTL.
-	// Not past the lease's deadline, when the lock expires by itself, and
-	// not at all once the lease is lost: the lock is gone or not ours.
-	release := func() error {
-		end := time.Now().Add(cn.timeout)
-		if d := lease.Deadline(); d.Before(end) {
-			end = d
-		}
-		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
-		defer cancel()
-		if lease.Context().Err() != nil {
-			cancel()
-		}
-		return lease.Release(rctx)
-	}
-
 	sigs := make(chan os.Signal, 8)
 	stop := c.notify(sigs)
 	defer stop()
+	h := &holding{cmd: "run", cn: &cn, a: a, f: &cf, lease: lease, path: path, argv: argv,
+		env: leaseEnv(c.environ(), lease), sigs: sigs}
 	if ctx.Err() != nil { // interrupted between acquire and now
-		release()
+		h.release(ctx)
 		return c.fail("run", exitNotAcquired, errors.New("interrupted before COMMAND started"))
 	}
+	return c.hold(ctx, h)
+}
 
-	// A secret from an earlier "eval $(fencelock acquire --export)" in the
-	// same shell is not COMMAND's business.
-	env := slices.DeleteFunc(c.environ(), func(kv string) bool {
+// commandFlags are the flags of run and elect about COMMAND.
+type commandFlags struct {
+	grace      time.Duration
+	foreground bool
+	metricsAt  string
+}
+
+func (f *commandFlags) add(cmd *command) {
+	cmd.duration(&f.grace, "grace", 0, "`duration` between SIGTERM and SIGKILL when the lease runs out; at most half the TTL\n      (default 10s, or TTL/3 if that is shorter)")
+	cmd.fromEnv("grace", "FENCELOCK_GRACE")
+	cmd.fs.BoolVar(&f.foreground, "foreground", false, "keep COMMAND in fencelock's process group, so it can read the terminal")
+	cmd.fs.StringVar(&f.metricsAt, "metrics-addr", "", "serve Prometheus metrics of the lease at http://`addr`/metrics while fencelock runs")
+	cmd.fromEnv("metrics-addr", "FENCELOCK_METRICS_ADDR")
+}
+
+// check applies --grace's default and bounds to a lease of ttl.
+func (f *commandFlags) check(cmd *command, ttl time.Duration) error {
+	if !cmd.set("grace") {
+		f.grace = min(10*time.Second, (ttl / 3).Round(time.Millisecond))
+	}
+	switch {
+	case f.grace < 0:
+		return usageErrorf("%s is negative", cmd.source("grace"))
+	case f.grace > ttl/2:
+		return usageErrorf("%s is more than half of %s: COMMAND would get SIGTERM before the lease had a fair chance to be renewed; give a shorter --grace or a longer --ttl", cmd.source("grace"), cmd.source("ttl"))
+	}
+	return nil
+}
+
+// commandArgs checks the arguments of run and elect: NAME -- COMMAND [ARG...].
+func commandArgs(pos, argv []string, dashes bool) error {
+	switch {
+	case len(pos) == 0:
+		return usageErrorf("missing lock NAME")
+	case len(pos) > 1:
+		return usageErrorf("unexpected argument %q after NAME: put COMMAND after --", pos[1])
+	case !dashes:
+		return usageErrorf("missing -- before COMMAND")
+	case len(argv) == 0:
+		return usageErrorf("missing COMMAND after --")
+	}
+	return validName(pos[0])
+}
+
+// leaseEnv returns COMMAND's environment: environ, without what an
+// earlier "eval $(fencelock acquire --export)" in the same shell may have
+// left there (the owner secret is not COMMAND's business), with the
+// lease's name, token, ID and fence, and the extra variables.
+func leaseEnv(environ []string, lease *fencelock.Lease, extra ...string) []string {
+	env := slices.DeleteFunc(environ, func(kv string) bool {
 		return strings.HasPrefix(kv, "FENCELOCK_SECRET=") || strings.HasPrefix(kv, "FENCELOCK_LEASE_TTL=")
 	})
 	env = append(env,
-		"FENCELOCK_NAME="+name,
+		"FENCELOCK_NAME="+lease.Name(),
 		"FENCELOCK_TOKEN="+strconv.FormatInt(lease.Token(), 10),
 		"FENCELOCK_LEASE="+lease.ID(),
 		"FENCELOCK_FENCE="+lease.Fence().String(),
 	)
-	g, err := startGuard(path, argv, env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !foreground)
-	if err != nil {
-		release()
-		return c.fail("run", exitInternal, err)
+	return append(env, extra...)
+}
+
+// holding is COMMAND to run while a lease holds.
+type holding struct {
+	cmd       string // "run" or "elect", for messages
+	cn        *conn
+	a         *attempts
+	f         *commandFlags
+	lease     *fencelock.Lease
+	path      string
+	argv, env []string
+	sigs      <-chan os.Signal
+}
+
+// release releases the lease, even if ctx is done: the lock must not
+// linger for its TTL. Not past the lease's deadline, when the lock
+// expires by itself, and not at all once the lease is lost: the lock is
+// gone or not ours.
+func (h *holding) release(ctx context.Context) error {
+	end := time.Now().Add(h.cn.timeout)
+	if d := h.lease.Deadline(); d.Before(end) {
+		end = d
 	}
-	s := &supervisor{g: g, name: name, lease: lease, grace: grace, sigs: sigs, stderr: c.stderr, renewErr: a.renewErr,
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	defer cancel()
+	if h.lease.Context().Err() != nil {
+		cancel()
+	}
+	return h.lease.Release(rctx)
+}
+
+// hold runs COMMAND with the stop guarantee (see supervisor), releases
+// the lease when COMMAND has ended, and returns the exit status: the
+// command's own, or 124 if the lease ran out or was lost, 125-127 if
+// COMMAND could not be run.
+func (c *cli) hold(ctx context.Context, h *holding) int {
+	g, err := startGuard(h.path, h.argv, h.env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !h.f.foreground)
+	if err != nil {
+		h.release(ctx)
+		return c.fail(h.cmd, exitInternal, err)
+	}
+	ttl := h.cn.ttl
+	s := &supervisor{cmd: h.cmd, g: g, name: h.lease.Name(), lease: h.lease, grace: h.f.grace, sigs: h.sigs, stderr: c.stderr, renewErr: h.a.renewErr,
 		// As much again as the library keeps between the deadline and
 		// Redis's expiry for clock drift (TTL/100 + 2ms), for the kill.
-		killLead: min(grace, cn.ttl/100+2*time.Millisecond)}
+		killLead: min(h.f.grace, ttl/100+2*time.Millisecond)}
 	res := s.run()
-	rerr := release()
+	rerr := h.release(ctx)
 
 	switch {
 	case res.failed != 0:
-		return c.fail("run", res.failed, res.err)
+		return c.fail(h.cmd, res.failed, res.err)
 	case res.err != nil:
-		return c.fail("run", exitInternal, res.err)
+		return c.fail(h.cmd, exitInternal, res.err)
 	case res.stopped != "":
 		how := "exited after SIGTERM"
 		if res.killed {
@@ -210,14 +257,14 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		default:
 			end = "the lock expires after its TTL (release: " + message(rerr) + ")"
 		}
-		fmt.Fprintf(c.stderr, "fencelock run: COMMAND %s (%s); %s\n", how, res.status, end)
+		fmt.Fprintf(c.stderr, "fencelock %s: COMMAND %s (%s); %s\n", h.cmd, how, res.status, end)
 		return exitLeaseLost
 	case errors.Is(rerr, fencelock.ErrLeaseLost):
 		// Lost while COMMAND ran, though the keeper had not noticed yet.
-		fmt.Fprintf(c.stderr, "fencelock run: %s (COMMAND %s)\n", message(rerr), res.status)
+		fmt.Fprintf(c.stderr, "fencelock %s: %s (COMMAND %s)\n", h.cmd, message(rerr), res.status)
 		return exitLeaseLost
 	case rerr != nil:
-		fmt.Fprintf(c.stderr, "fencelock run: %s; the lock expires after its TTL\n", message(rerr))
+		fmt.Fprintf(c.stderr, "fencelock %s: %s; the lock expires after its TTL\n", h.cmd, message(rerr))
 	}
 	return res.code
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/redis/go-redis/v9"
 )
 
 // leaseInfo is what acquire prints, and what renew and release read back.
@@ -102,7 +101,7 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 		return c.fail("acquire", connectExit(ctx, exitNotAcquired), err)
 	}
 	defer rdb.Close()
-	lease, code := c.acquireLease(ctx, "acquire", &cn, rdb, cn.locks(rdb, false), a, pos[0], policy)
+	lease, code := c.acquireLease(ctx, lockTaking("acquire", &cn, cn.locks(rdb, false), pos[0]), a, policy)
 	if lease == nil {
 		return code
 	}
@@ -319,8 +318,8 @@ func isTerminal(f *os.File) bool {
 }
 
 const statusAbout = `Show who holds the lock NAME: the holder's public lease ID, the lock's
-remaining TTL, and the last token issued for NAME. It never shows the
-holder's secret.`
+remaining TTL, and the holder's token (the last issued for NAME). It
+never shows the holder's secret.`
 
 const statusExits = `  0    success, whether or not the lock is held
   2    usage error: bad flags, arguments or environment
@@ -333,8 +332,8 @@ type lockStatus struct {
 	Name  string `json:"name"`
 	Held  bool   `json:"held"`
 	Lease string `json:"lease,omitempty"`
-	TTLms int64  `json:"ttl_ms,omitempty"`
-	Token int64  `json:"token"` // last issued, 0 if none is stored
+	TTLms int64  `json:"ttl_ms,omitempty"` // -1: the lock has no expiry
+	Token int64  `json:"token,omitempty"`  // the holder's; 0 if its counter is gone
 }
 
 func (c *cli) status(ctx context.Context, args []string) int {
@@ -363,8 +362,16 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	defer rdb.Close()
 	rctx, cancel := cn.request(ctx)
 	defer cancel()
-	st, err := readStatus(rctx, rdb, &cn, pos[0])
-	if err != nil {
+	st := lockStatus{Name: pos[0]}
+	h, err := cn.locks(rdb, false).Holder(rctx, pos[0])
+	switch {
+	case err == nil:
+		st.Held, st.Lease, st.Token = true, h.LeaseID, h.Token
+		st.TTLms = h.TTL.Milliseconds()
+		if h.TTL < 0 {
+			st.TTLms = -1
+		}
+	case !errors.Is(err, fencelock.ErrNotHeld):
 		return c.fail("status", exitInternal, err)
 	}
 	if asJSON {
@@ -372,55 +379,20 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.stdout, "%s\n", b)
 		return exitOK
 	}
-	held, lease, ttl, token := "no", "-", "-", "none"
+	held, lease, ttl, token := "no", "-", "-", "-"
 	if st.Held {
 		held, lease = "yes", st.Lease
 		ttl = (time.Duration(st.TTLms) * time.Millisecond).String()
 		if st.TTLms < 0 {
 			ttl = "none (the lock never expires: it was not set by fencelock)"
 		}
+		token = "unknown (its counter is gone)"
+		if st.Token > 0 {
+			token = strconv.FormatInt(st.Token, 10)
+		}
 	}
-	if st.Token > 0 {
-		token = strconv.FormatInt(st.Token, 10)
-	}
-	fmt.Fprintf(c.stdout, "lock   %s\nheld   %s\nlease  %s\nttl    %s\ntoken  %s (last issued)\n", st.Name, held, lease, ttl, token)
+	fmt.Fprintf(c.stdout, "lock   %s\nheld   %s\nlease  %s\nttl    %s\ntoken  %s\n", st.Name, held, lease, ttl, token)
 	return exitOK
-}
-
-// readStatus reads the lock and its token counter in one transaction.
-func readStatus(ctx context.Context, rdb redis.UniversalClient, cn *conn, name string) (lockStatus, error) {
-	st := lockStatus{Name: name}
-	var owner *redis.StringCmd
-	var pttl *redis.DurationCmd
-	var token *redis.StringCmd
-	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		owner = p.Get(ctx, cn.lockKey(name))
-		pttl = p.PTTL(ctx, cn.lockKey(name))
-		token = p.Get(ctx, cn.tokenKey(name))
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return st, fmt.Errorf("status %q: %w", name, err)
-	}
-	if secret, err := owner.Result(); err == nil {
-		st.Held = true
-		st.Lease = fencelock.LeaseID(secret) // the secret goes no further
-		if d := pttl.Val(); d >= 0 {
-			st.TTLms = d.Milliseconds()
-		} else {
-			st.TTLms = -1
-		}
-	} else if !errors.Is(err, redis.Nil) {
-		return st, fmt.Errorf("status %q: lock key: %w", name, err)
-	}
-	if s, err := token.Result(); err == nil {
-		if st.Token, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return st, fmt.Errorf("status %q: token key holds %q, not a token", name, s)
-		}
-	} else if !errors.Is(err, redis.Nil) {
-		return st, fmt.Errorf("status %q: token key: %w", name, err)
-	}
-	return st, nil
 }
 
 // oneName checks that the positional arguments are exactly one NAME, a
@@ -438,13 +410,11 @@ func oneName(pos []string, dashes bool) error {
 // validName checks the library's rule for lock names before anything is
 // sent, and words it plainly.
 func validName(name string) error {
+	if fencelock.CheckName(name) == nil {
+		return nil
+	}
 	if name == "" || len(name) > fencelock.MaxNameLen {
 		return usageErrorf("lock name has %d characters: use 1 to %d letters, digits, spaces or punctuation (printable ASCII), but no { or }", len(name), fencelock.MaxNameLen)
 	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c > 0x7e || c == '{' || c == '}' {
-			return usageErrorf("lock name %q: use only letters, digits, spaces and punctuation (printable ASCII), but no { or } (which would break its Redis Cluster hash tag)", name)
-		}
-	}
-	return nil
+	return usageErrorf("lock name %q: use only letters, digits, spaces and punctuation (printable ASCII), but no { or } (which would break its Redis Cluster hash tag)", name)
 }

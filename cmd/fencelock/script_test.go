@@ -43,8 +43,8 @@ func TestAcquireRenewRelease(t *testing.T) {
 	if got, want := vars["FENCELOCK_SECRET"], rdb.Get(ctx, "fencelock:{script-job}").Val(); got != want {
 		t.Errorf("FENCELOCK_SECRET is not the lock's owner value")
 	}
-	if got, want := vars["FENCELOCK_LEASE"], fencelock.LeaseID(vars["FENCELOCK_SECRET"]); got != want {
-		t.Errorf("FENCELOCK_LEASE = %q, want %q", got, want)
+	if h, err := fencelock.New(rdb, nil).Holder(ctx, "script-job"); err != nil || vars["FENCELOCK_LEASE"] != h.LeaseID {
+		t.Errorf("FENCELOCK_LEASE = %q, want the holder's lease ID: %+v, %v", vars["FENCELOCK_LEASE"], h, err)
 	}
 	f, err := fence.Parse(vars["FENCELOCK_FENCE"])
 	if err != nil || f.Lock != "script-job" || strconv.FormatInt(f.Token, 10) != stored || f.Lease != vars["FENCELOCK_LEASE"] {

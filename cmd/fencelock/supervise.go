@@ -24,6 +24,7 @@ type leaseClock interface {
 // before it, so that the kill has landed by then even if fencelock gets
 // the processor late.
 type supervisor struct {
+	cmd   string // "run" or "elect", for messages
 	g     *guard
 	name  string
 	lease leaseClock
@@ -86,7 +87,7 @@ func (s *supervisor) run() result {
 			killAt = d
 			when = fmt.Sprintf("at the lease's deadline in %v", time.Until(d).Round(time.Millisecond))
 		}
-		fmt.Fprintf(s.stderr, "fencelock run: %s: sending SIGTERM to COMMAND, SIGKILL %s\n", why, when)
+		fmt.Fprintf(s.stderr, "fencelock %s: %s: sending SIGTERM to COMMAND, SIGKILL %s\n", s.cmd, why, when)
 		s.g.signal(syscall.SIGTERM)
 		kill = time.NewTimer(time.Until(killAt))
 		killc = kill.C
@@ -101,7 +102,7 @@ func (s *supervisor) run() result {
 			switch ev.kind {
 			case "stopped":
 				if why, ok := terminalStop[ev.signal]; ok && s.g.group {
-					fmt.Fprintf(s.stderr, "fencelock run: COMMAND is stopped (%s), which its own process group cannot; it holds the lock while stopped. Use --foreground for an interactive command\n", why)
+					fmt.Fprintf(s.stderr, "fencelock %s: COMMAND is stopped (%s), which its own process group cannot; it holds the lock while stopped. Use --foreground for an interactive command\n", s.cmd, why)
 				}
 			case "exited":
 				ended = true

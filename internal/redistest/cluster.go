@@ -262,7 +262,7 @@ func (c *Cluster) running() []*Server {
 // within half a second: killed, stopped and paused nodes do not count.
 func (s *Server) running() bool {
 	s.mu.Lock()
-	started := s.cmd != nil
+	started := s.proc != nil
 	s.mu.Unlock()
 	if !started {
 		return false

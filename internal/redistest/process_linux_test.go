@@ -102,7 +102,7 @@ func TestServerChild(t *testing.T) {
 		t.Fatalf("PING after threads ended: %v", err)
 	}
 	s.mu.Lock()
-	pid := s.cmd.Process.Pid
+	pid := s.proc.Pid()
 	s.mu.Unlock()
 	fmt.Printf("server pid %d\n", pid)
 	io.Copy(io.Discard, os.Stdin)

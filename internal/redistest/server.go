@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -54,10 +55,8 @@ type Server struct {
 	dir    string
 	log    *syncBuffer
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	// exited is closed when the current process has exited.
-	exited chan struct{}
+	mu   sync.Mutex
+	proc *redisproc.Process // the current process; nil when stopped
 }
 
 // New starts a standalone redis-server with default options.
@@ -114,7 +113,7 @@ func launch(dir string, opts *Options) (*Server, error) {
 		s.opts = *opts
 	}
 	var err error
-	for range 5 { // the port can be taken between probe and bind; try again
+	for range redisproc.Attempts { // the port can be taken between probe and bind; try again
 		if s.port, err = FreePort(); err != nil {
 			return nil, err
 		}
@@ -128,14 +127,7 @@ func launch(dir string, opts *Options) (*Server, error) {
 // FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
 // redis-server cannot pick its own port (port 0 disables TCP), so callers
 // must be ready to retry if another process takes it first.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func FreePort() (int, error) { return redisproc.FreePort() }
 
 // Addr returns the server's address, "127.0.0.1:port".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
@@ -280,85 +272,38 @@ func (s *Server) config() string {
 }
 
 func (s *Server) start() error {
-	bin := "redis-server"
-	if _, err := exec.LookPath(bin); err != nil {
-		return fmt.Errorf("%s not on PATH (install the redis-server package; see scripts/install-redis): %w", bin, err)
+	o := &redisproc.Options{
+		Dir:    s.dir,
+		Config: func(int) string { return s.config() },
+		Log:    s.log,
+		Client: func(int) *redis.Options { return s.ClientOptions() },
 	}
-	var cmd *exec.Cmd
 	if s.opts.Sentinel {
 		// Sentinel rewrites its config file; it cannot read it from stdin.
-		path := filepath.Join(s.dir, "sentinel.conf")
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			if err := os.WriteFile(path, []byte(s.config()), 0o600); err != nil {
-				return err
-			}
-		}
-		cmd = exec.Command(bin, path, "--sentinel")
-	} else {
-		cmd = exec.Command(bin, "-")
-		cmd.Stdin = strings.NewReader(s.config())
+		o.ConfigFile, o.Args = "sentinel.conf", []string{"--sentinel"}
 	}
-	cmd.Stdout = s.log
-	cmd.Stderr = s.log
-	cmd.Dir = s.dir
-	if err := startProcess(cmd); err != nil {
-		return err
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
-
-	rdb := s.client()
-	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := answers(ctx, rdb, cmd.Process.Pid)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("redis-server on port %d exited: %v", s.port, cmd.ProcessState)
-		case <-time.After(backoff):
-		}
-		if time.Now().After(deadline) {
-			s.stop(syscall.SIGKILL)
-			return fmt.Errorf("redis-server on port %d not ready: %w", s.port, err)
-		}
-	}
-}
-
-// answers returns nil if the server at rdb's address answers and is the
-// process pid. Servers started at once may be handed the same free port:
-// the one that fails to bind must not pass for ready on the other's
-// answers, but exit and try another port.
-func answers(ctx context.Context, rdb *redis.Client, pid int) error {
-	info, err := rdb.Info(ctx, "server").Result()
+	p, err := redisproc.StartOn(context.Background(), s.port, o)
 	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("%w (install the redis-server package; see scripts/install-redis)", err)
+		}
 		return err
 	}
-	if got := infoFields(info)["process_id"]; got != strconv.Itoa(pid) {
-		return fmt.Errorf("the port is answered by process %s, not %d", got, pid)
-	}
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
 	return nil
 }
 
 func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
 	tb.Helper()
 	s.mu.Lock()
-	cmd := s.cmd
+	p := s.proc
 	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	if p == nil {
 		tb.Fatalf("redistest: %s is not running", s.Addr())
 	}
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		tb.Fatalf("redistest: signal %v to %s: %v", sig, s.Addr(), err)
 	}
 }
@@ -367,19 +312,11 @@ func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
 // waits for the exit, escalating to SIGKILL after five seconds.
 func (s *Server) stop(sig syscall.Signal) {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGCONT)
-	cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		<-exited
+	if p != nil {
+		p.Stop(sig)
 	}
 }
 

@@ -1,4 +1,4 @@
-package redistest
+package redisproc
 
 import (
 	"os/exec"
@@ -7,15 +7,15 @@ import (
 	"syscall"
 )
 
-// startProcess starts cmd so that it is killed when the test process
-// dies, however it dies (a panic, a timeout's os.Exit, SIGKILL after a
-// hang): no redis-server outlives the test binary.
+// startProcess starts cmd so that it is killed when the program that
+// started it dies, however it dies (a panic, a test timeout's os.Exit,
+// SIGKILL after a hang): no redis-server outlives its parent.
 //
 // Linux sends the parent-death signal (PR_SET_PDEATHSIG) when the thread
 // that forked the child exits, not the process. The Go runtime ends a
 // thread when a goroutine locked to it returns without unlocking, and any
 // goroutine may run on any thread; a server forked from an ordinary
-// goroutine could be killed mid-test because unrelated code locked and
+// goroutine could be killed while in use because unrelated code locked and
 // left that thread. So every fork happens on one goroutine locked to its
 // thread for the life of the process: that thread exits only with the
 // process.
@@ -40,8 +40,7 @@ var (
 	forks      = make(chan fork)
 )
 
-// forker starts the processes of every Server, on a thread it never
-// unlocks or leaves.
+// forker starts every process, on a thread it never unlocks or leaves.
 func forker() {
 	runtime.LockOSThread()
 	for f := range forks {

@@ -1,0 +1,100 @@
+package fencelock
+
+import "strings"
+
+// ACLOptions describe the servers of a deployment for ACLRule. A nil
+// *ACLOptions describes standalone or Sentinel-managed servers that run
+// the Lua scripts, the default Prefix, and no MinReplicas.
+type ACLOptions struct {
+	// Prefix is the Client's Options.Prefix.
+	// Default: "fencelock:".
+	Prefix string
+
+	// Lua, DELEX and DELIFEQ are the release paths that the servers
+	// take, as the library chooses them by COMMAND INFO: DELEX where the
+	// server lists it (Redis >= 8.4), else DELIFEQ where listed (Valkey >=
+	// 9.0), else the Lua scripts. Set each path that some server takes: a
+	// Cluster or a Sentinel group mid rolling upgrade mixes them.
+	// Default: none set, which means Lua.
+	Lua, DELEX, DELIFEQ bool
+
+	// Cluster says the servers are a Cluster's nodes (Redis >= 7.0 or
+	// Valkey): wake-ups then use sharded pub/sub, and go-redis's cluster
+	// client reads the slot map and the command table to route commands.
+	// Default: false.
+	Cluster bool
+
+	// MinReplicas says the Client has Options.MinReplicas > 0, which
+	// sends WAIT after each acquisition.
+	// Default: false.
+	MinReplicas bool
+}
+
+// ACLRule returns the least-privilege ACL rule of a fencelock user on the
+// servers that o describes: the permissions that follow
+// "ACL SETUSER NAME reset on >PASSWORD", on every server, replicas
+// included (a promoted replica needs the user too). They are what the
+// library sends there: the scripts and the commands they call (ACL rules
+// apply inside scripts), the native commands, the wake-ups' pub/sub on
+// the prefix's channels, and what go-redis sends on its own (PING on an
+// idle subscription; on Cluster, CLUSTER SLOTS and COMMAND). The rules
+// are tested against every server of the test matrix, and README.md
+// states them.
+//
+// The rule covers locks: acquire, wait, renew, release. Elections keep
+// more keys with more commands (hashes and streams), which it does not
+// cover. CLIENT SETINFO, which go-redis sends on each new connection and
+// whose refusal it ignores, is not in it either: set DisableIdentity in
+// the go-redis options, or add +client|setinfo.
+//
+// The permissions are separated by single spaces; where a Prefix holds a
+// space, quote its two patterns when typing the rule.
+func ACLRule(o *ACLOptions) string {
+	var opts ACLOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "fencelock:"
+	}
+	p := aclPattern(opts.Prefix)
+	rule := []string{"~" + p, "&" + p, "+evalsha", "+eval", "+get", "+set", "+pttl", "+time", "+pexpire"}
+	if opts.Lua || !opts.DELEX && !opts.DELIFEQ {
+		rule = append(rule, "+del")
+	}
+	if opts.DELEX {
+		rule = append(rule, "+delex")
+	}
+	if opts.DELIFEQ {
+		rule = append(rule, "+delifeq")
+	}
+	if opts.Cluster {
+		rule = append(rule, "+spublish", "+ssubscribe", "+ping", "+command", "+cluster|slots")
+	} else {
+		rule = append(rule, "+publish", "+subscribe", "+unsubscribe", "+ping", "+command|info")
+	}
+	if opts.MinReplicas {
+		rule = append(rule, "+wait")
+	}
+	return strings.Join(rule, " ")
+}
+
+// SentinelACLRule is the least-privilege ACL rule, on every sentinel, of
+// the user that go-redis's failover client logs in to the sentinels with
+// (FailoverOptions.SentinelUsername): it asks for the master and the
+// other sentinels, and listens for failovers. The data servers' user
+// needs ACLRule's rule.
+const SentinelACLRule = "&+switch-master &+replica-reconf-done +sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe +ping"
+
+// aclPattern returns the key and channel pattern of everything under
+// prefix: the prefix with its glob characters escaped, then *.
+func aclPattern(prefix string) string {
+	var b strings.Builder
+	for _, r := range prefix {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String() + "*"
+}
