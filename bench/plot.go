@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,9 +65,16 @@ func newPlot(title, x, y string) *plot.Plot {
 	return p
 }
 
-// logAxis makes an axis logarithmic with ticks at the given values.
+// logAxis makes an axis logarithmic with ticks at the given values, and
+// spans them, so that an axis is positive even when no line has a point
+// on it (a tiny run measures zeros, which lines skip). Without values it
+// stays linear.
 func logAxis(a *plot.Axis, at []float64) {
+	if len(at) == 0 {
+		return
+	}
 	a.Scale = plot.LogScale{}
+	a.Min, a.Max = slices.Min(at), slices.Max(at)
 	ticks := make(plot.ConstantTicks, len(at))
 	for i, v := range at {
 		ticks[i] = plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)}
