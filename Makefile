@@ -5,7 +5,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test lint bench redis servers databases model
+.PHONY: demo test lint bench redis faketime servers databases model
 
 # The first command a newcomer runs: a paused lock holder's stale write,
 # accepted without fencing and rejected with it, on a redis-server that
@@ -17,7 +17,7 @@ demo: redis
 # every module, the server-facing packages once per server (Redis 7.0 from
 # Debian, Redis 8.x and Valkey 9 built by scripts/install-servers, or those
 # FENCELOCK_SERVERS names), then one summary table; see scripts/test-matrix.
-test: redis databases
+test: redis faketime databases
 	@./scripts/test-matrix
 
 lint:
@@ -44,6 +44,11 @@ model:
 
 redis:
 	@./scripts/install-redis
+
+# libfaketime (Debian's faketime package), under which the clock-jump
+# tests (internal/redistest Options.FakeTime, chaos clock-*) run redis-server.
+faketime:
+	@./scripts/install-faketime
 
 # Redis 8.x and Valkey 9 built from Debian's source packages, cached in
 # $$HOME/.cache/fencelock; make test runs this itself unless

@@ -61,6 +61,11 @@ type Options struct {
 	// Default: plain TCP to 127.0.0.1:port.
 	Client func(port int) *redis.Options
 
+	// Env holds more environment variables for the server, "KEY=value",
+	// after the parent's own (e.g. LD_PRELOAD for libfaketime).
+	// Default: nil (the parent's environment).
+	Env []string
+
 	// Setpgid starts the server in a process group of its own, so that
 	// signals meant for its parent's group (Ctrl-C at a terminal) do not
 	// reach it: the parent stops it when it is done with it.
@@ -135,6 +140,9 @@ func StartOn(ctx context.Context, port int, o *Options) (*Process, error) {
 		cmd.Stdin = strings.NewReader(o.Config(port))
 	}
 	cmd.Dir = o.Dir
+	if o.Env != nil {
+		cmd.Env = append(os.Environ(), o.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = o.Log, o.Log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: o.Setpgid}
 	// Output goes through pipes, which a process the server forked (a

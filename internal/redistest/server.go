@@ -45,6 +45,12 @@ type Options struct {
 	// certificates of TLS, and replicate over TLS; see TLS. Clients from
 	// Client and ClientOptions use it.
 	TLS *TLS
+
+	// FakeTime runs the server under libfaketime (Debian's faketime
+	// package), so that SetClock can step its wall clock at run time; see
+	// faketime.go. Start fails the test if libfaketime is not installed or
+	// the server cannot run under it (RequireFakeTime skips instead).
+	FakeTime bool
 }
 
 // Server is a redis-server process owned by one test.
@@ -111,6 +117,11 @@ func launch(dir string, opts *Options) (*Server, error) {
 	s := &Server{dir: dir, log: &syncBuffer{}}
 	if opts != nil {
 		s.opts = *opts
+	}
+	if s.opts.FakeTime {
+		if err := FakeTimeSupported(); err != nil {
+			return nil, err // no use trying other ports
+		}
 	}
 	var err error
 	for range redisproc.Attempts { // the port can be taken between probe and bind; try again
@@ -277,6 +288,13 @@ func (s *Server) start() error {
 		Config: func(int) string { return s.config() },
 		Log:    s.log,
 		Client: func(int) *redis.Options { return s.ClientOptions() },
+	}
+	if s.opts.FakeTime {
+		env, err := s.fakeTimeEnv()
+		if err != nil {
+			return err
+		}
+		o.Env = env
 	}
 	if s.opts.Sentinel {
 		// Sentinel rewrites its config file; it cannot read it from stdin.
