@@ -1,0 +1,296 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/chaos"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestLostReply drops the replies of a holder's lock commands after the
+// server ran them, for 5–7 TTLs from its read of the counter: its
+// renewals extend the lock but it never hears so (its lease is lost at its
+// deadline, another holder takes the lock once the key expires, and the
+// victim writes afterwards), its release runs unheard, and its next
+// acquisitions take the lock and are abandoned (Acquire's compare-and-
+// delete with the attempt's owner). Outside those windows, one in four
+// acquisitions that took the lock loses its reply too, on every holder.
+// Besides the usual invariants, no
+// acquisition whose reply was lost may leave the lock held: each one must
+// be followed by a release with its owner value that ran, and the key must
+// not hold that owner once the release ran.
+func TestLostReply(t *testing.T) {
+	runScenario(t, scenario{name: "lost-reply", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+		srv := redistest.New(t)
+		admin := srv.Client(t)
+		lr := &lostReplies{admin: admin}
+		clients := make([]*fencelock.Client, holderCount)
+		for i := range holderCount {
+			rdb := redis.NewClient(redisOptions(srv.Addr()))
+			t.Cleanup(func() { rdb.Close() })
+			h := &dropHook{lr: lr, client: i}
+			lr.hooks = append(lr.hooks, h)
+			rdb.AddHook(h)
+			clients[i] = lockClient(rdb)
+		}
+		t.Cleanup(func() { lr.requireEveryKind(t) })
+		return &world{
+			lock: func(i int) *fencelock.Client { return clients[i] },
+			resource: func(r *run) (*chaos.Journal, func(int) fence.Store) {
+				lr.reset(r.seed)
+				return memoryResource(r)
+			},
+			holders: goroutineHolders,
+			nemesis: targeted(fault{
+				longOnly: true,
+				hold:     func(r *rand.Rand) time.Duration { return between(r, 5, 7) },
+				inject:   func(t *testing.T, v int) { lr.hooks[v].setDropping(true) },
+				heal:     func(t *testing.T, v int) { lr.hooks[v].setDropping(false) },
+			}),
+			settle: lr.settle,
+		}
+	}})
+}
+
+// errReplyLost is what a holder's client sees instead of a reply the
+// server sent: a timeout, as when the reply is lost on the way.
+var errReplyLost = fmt.Errorf("chaos: reply lost: %w", os.ErrDeadlineExceeded)
+
+// lostReplies tracks, across a run, the acquisitions whose replies were
+// lost and whether each was released.
+type lostReplies struct {
+	admin *redis.Client
+	hooks []*dropHook
+
+	mu sync.Mutex
+	// pending maps the owner value of each acquisition that took the
+	// lock but whose reply was lost to its lock key, until a release with
+	// that owner ran and the key no longer held it.
+	pending map[string]pendingAcquire
+	// dropped counts the replies dropped by kind, over the test.
+	dropped map[string]int
+	// rand decides which acquisitions outside the targeted windows lose
+	// their replies; seeded per run.
+	rand *rand.Rand
+	// worst is the longest time from a lost acquire reply to the release
+	// that freed the lock, over the test.
+	worst time.Duration
+}
+
+type pendingAcquire struct {
+	key  string
+	lost time.Time
+}
+
+// reset starts a run.
+func (lr *lostReplies) reset(seed uint64) {
+	lr.mu.Lock()
+	lr.rand = rand.New(rand.NewPCG(seed, 99))
+	lr.mu.Unlock()
+}
+
+// dropTaken decides whether an acquisition that took the lock outside a
+// targeted window loses its reply.
+func (lr *lostReplies) dropTaken(cmd redis.Cmder) bool {
+	if n, ok := cmd.(*redis.IntCmd); !ok || n.Val() <= 0 || lockCommand(cmd) != "acquire" {
+		return false
+	}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return lr.rand != nil && lr.rand.IntN(4) == 0
+}
+
+// settle checks the run just ended: every lost acquisition was released.
+func (lr *lostReplies) settle(t *testing.T) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	for owner, p := range lr.pending {
+		v, err := lr.admin.Get(context.Background(), p.key).Result()
+		held := err == nil && v == owner
+		t.Errorf("lost-reply: the acquisition of %s whose reply was lost %v ago was never released by its client (lock still held by it: %t), want a compare-and-delete before Acquire returns",
+			p.key, time.Since(p.lost).Round(time.Millisecond), held)
+	}
+	clear(lr.pending)
+}
+
+// requireEveryKind fails unless the test dropped the replies of
+// acquisitions that took the lock, renewals and releases: otherwise it
+// proved nothing about them. Only in short mode's or long mode's full
+// runs, not a one-seed replay.
+func (lr *lostReplies) requireEveryKind(t *testing.T) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	t.Logf("lost-reply: replies dropped by kind: %v; longest from a lost acquire reply to its release: %v", lr.dropped, lr.worst)
+	if *seedFlag != 0 || t.Failed() {
+		return
+	}
+	for _, k := range []string{"acquire-taken", "renew", "release"} {
+		if lr.dropped[k] == 0 {
+			t.Errorf("lost-reply: no %s reply was dropped in any run (dropped: %v), want each kind at least once", k, lr.dropped)
+		}
+	}
+}
+
+// dropHook is a go-redis hook on one holder's lock client that, while
+// dropping, lets each lock command run at the server and then replaces
+// its reply with errReplyLost.
+type dropHook struct {
+	lr     *lostReplies
+	client int
+
+	mu       sync.Mutex
+	dropping bool
+}
+
+func (h *dropHook) setDropping(on bool) {
+	h.mu.Lock()
+	h.dropping = on
+	h.mu.Unlock()
+}
+
+func (h *dropHook) isDropping() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dropping
+}
+
+func (h *dropHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *dropHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.lr.ran(cmd, err)
+		if err != nil || !h.isDropping() && !h.lr.dropTaken(cmd) {
+			return err
+		}
+		kind := lockCommand(cmd)
+		if kind == "" {
+			return err
+		}
+		h.lr.drop(cmd, kind)
+		cmd.SetErr(errReplyLost)
+		return errReplyLost
+	}
+}
+
+func (h *dropHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.lr.ran(cmd, cmd.Err())
+		}
+		if err != nil || !h.isDropping() {
+			return err
+		}
+		kind := ""
+		for _, cmd := range cmds {
+			if k := lockCommand(cmd); k != "" {
+				kind = k
+				h.lr.drop(cmd, k)
+			}
+		}
+		if kind == "" {
+			return err
+		}
+		for _, cmd := range cmds {
+			cmd.SetErr(errReplyLost)
+		}
+		return errReplyLost
+	}
+}
+
+// drop records a reply about to be dropped: an acquisition that took
+// the lock becomes pending until its release runs.
+func (lr *lostReplies) drop(cmd redis.Cmder, kind string) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.dropped == nil {
+		lr.dropped, lr.pending = map[string]int{}, map[string]pendingAcquire{}
+	}
+	if kind == "acquire" {
+		if n, ok := cmd.(*redis.IntCmd); ok && n.Val() > 0 {
+			kind = "acquire-taken"
+			lr.pending[argString(cmd.Args()[5])] = pendingAcquire{key: argString(cmd.Args()[3]), lost: time.Now()}
+		}
+	}
+	lr.dropped[kind]++
+}
+
+// ran notes a command the server answered: a release (Lua or native)
+// with a pending acquisition's owner clears it, once the key no longer
+// holds that owner.
+func (lr *lostReplies) ran(cmd redis.Cmder, err error) {
+	if err != nil || lockCommand(cmd) != "release" {
+		return
+	}
+	args := cmd.Args()
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	for _, a := range args[2:] {
+		owner := argString(a)
+		p, ok := lr.pending[owner]
+		if !ok {
+			continue
+		}
+		if v, err := lr.admin.Get(context.Background(), p.key).Result(); err == nil && v == owner {
+			continue // still held: the release did not free it
+		}
+		lr.worst = max(lr.worst, time.Since(p.lost))
+		delete(lr.pending, owner)
+	}
+}
+
+// lockCommand classifies a holder's lock command: "acquire", "renew" or
+// "release", or "" for anything else (a wake-up subscription, COMMAND
+// INFO). Scripts are told apart by their shape (acquire.lua: 2 keys, 4
+// arguments; renew.lua: 2 keys, 3; release.lua: 1 key), natives by name.
+func lockCommand(cmd redis.Cmder) string {
+	args := cmd.Args()
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha", "eval":
+		if len(args) < 3 {
+			return ""
+		}
+		switch keys := argString(args[2]); {
+		case keys == "2" && len(args) == 9:
+			return "acquire"
+		case keys == "2" && len(args) == 8:
+			return "renew"
+		case keys == "1":
+			return "release"
+		}
+	case "set":
+		for _, a := range args {
+			if strings.EqualFold(argString(a), "ifeq") {
+				return "renew"
+			}
+		}
+	case "delex", "delifeq":
+		return "release"
+	}
+	return ""
+}
+
+// argString returns a command argument as text: the library passes some
+// as pointers to strings it reuses.
+func argString(a any) string {
+	switch v := a.(type) {
+	case string:
+		return v
+	case *string:
+		return *v
+	case []byte:
+		return string(v)
+	}
+	return fmt.Sprint(a)
+}
