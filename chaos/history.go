@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -52,8 +55,53 @@ type Final struct {
 
 // Recorder collects a History from concurrent holders.
 type Recorder struct {
+	// Stream, if set, receives every record as it is made, one JSON line
+	// each (see ReadStream), so that a holder process killed mid-run
+	// leaves behind what it did.
+	Stream io.Writer
+
 	mu sync.Mutex
 	h  History
+}
+
+// streamed is one line of a Recorder's Stream.
+type streamed struct {
+	Op    *Op          `json:"op,omitempty"`
+	Lease *Acquisition `json:"lease,omitempty"`
+}
+
+// stream writes one record; the caller holds r.mu. A line is one write,
+// which a kill cannot split.
+func (r *Recorder) stream(s streamed) {
+	if r.Stream == nil {
+		return
+	}
+	b, _ := json.Marshal(s)
+	r.Stream.Write(append(b, '\n'))
+}
+
+// ReadStream reads what a Recorder's Stream received. A last line cut
+// short (the process was killed while writing it) is left out.
+func ReadStream(rd io.Reader) (History, error) {
+	var h History
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var s streamed
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			if !bytes.HasSuffix(sc.Bytes(), []byte("}")) {
+				break // cut short
+			}
+			return h, err
+		}
+		if s.Op != nil {
+			h.Ops = append(h.Ops, *s.Op)
+		}
+		if s.Lease != nil {
+			h.Leases = append(h.Leases, *s.Lease)
+		}
+	}
+	return h, sc.Err()
 }
 
 // now is the clock of every record: the wall clock, so that records made
@@ -64,6 +112,7 @@ func now() int64 { return time.Now().UnixNano() }
 func (r *Recorder) Op(op Op) {
 	r.mu.Lock()
 	r.h.Ops = append(r.h.Ops, op)
+	r.stream(streamed{Op: &op})
 	r.mu.Unlock()
 }
 
@@ -71,6 +120,7 @@ func (r *Recorder) Op(op Op) {
 func (r *Recorder) Lease(a Acquisition) {
 	r.mu.Lock()
 	r.h.Leases = append(r.h.Leases, a)
+	r.stream(streamed{Lease: &a})
 	r.mu.Unlock()
 }
 

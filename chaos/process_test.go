@@ -34,6 +34,10 @@ type holderConfig struct {
 	Seed   uint64
 	Until  int64  // wall clock, ns: stop starting cycles
 	Out    string // where to write the History
+	// Stream makes the holder write each record to Out as it is made
+	// (chaos.Recorder.Stream) rather than the History at the end, for
+	// holders that may be killed.
+	Stream bool
 }
 
 // TestHolderProcess is not a test: it is the body of a holder process
@@ -50,6 +54,14 @@ func TestHolderProcess(t *testing.T) {
 	rdb := redis.NewClient(redisOptions(c.Lock))
 	defer rdb.Close()
 	rec := &chaos.Recorder{}
+	if c.Stream {
+		f, err := os.OpenFile(c.Out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		rec.Stream = f
+	}
 	h := &chaos.Holder{
 		ID:        c.ID,
 		Lock:      fencelock.New(rdb, lockOptions()),
@@ -63,6 +75,9 @@ func TestHolderProcess(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, c.Until))
 	defer cancel()
 	h.Run(ctx)
+	if c.Stream {
+		return
+	}
 	if err := rec.History().WriteJSON(c.Out); err != nil {
 		t.Fatal(err)
 	}
