@@ -1,0 +1,194 @@
+package chaos_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/chaos"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// newFakeTimeStandalone is newStandalone with the lock Redis under
+// libfaketime, whose clock the nemesis steps (redistest.Server.SetClock).
+// It skips on a redis-server that cannot run under libfaketime and fails
+// if libfaketime is not installed.
+func newFakeTimeStandalone(t *testing.T) *standalone {
+	redistest.RequireFakeTime(t)
+	s := &standalone{srv: redistest.Start(t, &redistest.Options{FakeTime: true})}
+	for range holderCount {
+		p := redistest.NewProxy(t, s.srv.Addr())
+		rdb := redis.NewClient(redisOptions(p.Addr()))
+		t.Cleanup(func() { rdb.Close() })
+		s.proxies = append(s.proxies, p)
+		s.clients = append(s.clients, lockClient(rdb))
+	}
+	return s
+}
+
+// TestClockJump steps the lock Redis's wall clock while a holder
+// computes for longer than the TTL, to a new offset from real time
+// between 0.2 and 5 s, forwards (two times in three) or back: a forward
+// step expires the holder's lock at once (its renewal finds it gone,
+// another holder takes the lock and writes, and the first writes last),
+// a backward one makes locks last longer. The counter is kept throughout
+// (the default TokenRetention), so FAILURE_MODEL.md promises increasing
+// tokens whatever the clock does: tokens are max(counter + 1, clock).
+func TestClockJump(t *testing.T) {
+	runScenario(t, scenario{name: "clock-jump", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+		s := newFakeTimeStandalone(t)
+		var steps *rand.Rand // the run's clock steps, from its seed
+		w := s.world(func(r *run) (*chaos.Journal, func(int) fence.Store) {
+			steps = rand.New(rand.NewPCG(r.seed, 7))
+			return memoryResource(r)
+		}, fault{
+			longOnly: true,
+			hold:     func(r *rand.Rand) time.Duration { return between(r, 2, 4) },
+			inject: func(t *testing.T, v int) {
+				offset := time.Duration(200+steps.IntN(4800)) * time.Millisecond
+				if steps.IntN(3) == 0 {
+					offset = -offset
+				}
+				s.srv.SetClock(t, offset)
+			},
+		})
+		w.settle = func(t *testing.T) { s.srv.SetClock(t, 0) }
+		return w
+	}})
+}
+
+// TestClockJumpWithinOutage is the safe side of the unsafe case: the
+// lock Redis's clock runs 10 ms ahead, the server restarts without
+// persistence while a holder computes (the counter is lost) and its clock
+// is set right during an outage of at least 40 ms: a backward jump smaller
+// than the outage, after which the clock floor is still above every token
+// issued before. FAILURE_MODEL.md promises increasing tokens here.
+func TestClockJumpWithinOutage(t *testing.T) {
+	runScenario(t, scenario{name: "clock-jump-in-outage", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+		s := newFakeTimeStandalone(t)
+		const ahead, outage = 10 * time.Millisecond, 40 * time.Millisecond
+		w := s.world(memoryResource, fault{
+			longOnly: true,
+			hold:     func(r *rand.Rand) time.Duration { return between(r, 2, 4) },
+			inject: func(t *testing.T, v int) {
+				s.srv.Kill(t) // no persistence: the counter is gone
+				s.srv.SetClock(t, 0)
+				<-time.After(outage) // the outage is the fault, not a wait for an event
+				s.srv.Start(t)
+			},
+		})
+		holders := w.holders
+		w.holders = func(r *run, stop <-chan struct{}) {
+			s.srv.SetClock(r.t, ahead)
+			holders(r, stop)
+		}
+		w.settle = func(t *testing.T) { s.srv.SetClock(t, 0) }
+		return w
+	}})
+}
+
+// clockAhead is how far ahead of real time the lock Redis's clock runs
+// in TestClockJumpCounterLost before it is set right.
+const clockAhead = 2 * time.Second
+
+// TestClockJumpCounterLost is the one unsafe case FAILURE_MODEL.md
+// documents, and the proof that the checker finds it: the lock Redis's
+// clock runs clockAhead ahead of real time, so tokens (the clock floor)
+// are too; then, while a holder computes, the server restarts without
+// persistence (the counter is lost) and its clock is set right during
+// the outage: a backward jump of 2 s, far larger than the outage. The
+// next tokens come from the clock floor, below those issued before.
+//
+// Both modes must find it: at least 60% of the runs, fenced as unfenced,
+// must violate issued-order (a later acquisition got a smaller token). The
+// fenced resource keeps the greatest fence it saw, so it rejects the new
+// holders rather than accepting writes out of order: the harm is a
+// resource locked out until the clock catches up, and two leases that
+// both believe they hold the lock.
+func TestClockJumpCounterLost(t *testing.T) {
+	s := newFakeTimeStandalone(t)
+	w := s.world(memoryResource, fault{
+		longOnly: true,
+		hold:     func(r *rand.Rand) time.Duration { return between(r, 2, 4) },
+		inject: func(t *testing.T, v int) {
+			s.srv.SetClock(t, 0)
+			s.srv.Restart(t, false)
+		},
+	})
+	holders := w.holders
+	w.holders = func(r *run, stop <-chan struct{}) {
+		s.srv.SetClock(r.t, clockAhead) // a clock that ran ahead
+		holders(r, stop)
+	}
+	w.settle = func(t *testing.T) { s.srv.SetClock(t, 0) }
+	mustFind(t, w, "clock-jump-counter-lost", chaos.InvIssuedOrder)
+}
+
+// mustFind runs w's runs in both modes and fails unless at least 60% of
+// the runs of each mode violate inv: a scenario whose fault the checker
+// must find, fenced or not.
+func mustFind(t *testing.T, w *world, name, inv string) {
+	runs := 3
+	replay := *seedFlag != 0
+	switch {
+	case replay:
+		runs = 1
+	case *runsFlag > 0:
+		runs = *runsFlag
+	}
+	base := rand.Uint64() >> 16
+	for _, fenced := range []bool{true, false} {
+		mode := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
+		tl := &tally{scenario: name, adapter: "memory", mode: mode, byInvariant: map[string]int{}}
+		start := time.Now()
+		found := 0
+		for i := range runs {
+			seed := base + uint64(i)
+			if replay {
+				seed = *seedFlag
+			}
+			rep, r := oneRun(t, w, seed, fenced)
+			if rep == nil {
+				return // the deployment broke; already reported
+			}
+			tl.runs++
+			tl.faults += r.faults
+			tl.ops += rep.Ops
+			tl.accepted += rep.Accepted
+			tl.stale += rep.Stale
+			if rep.Timeout {
+				tl.timeouts++
+			}
+			if rep.Violated() {
+				tl.violating++
+				for k, n := range rep.Violations {
+					tl.byInvariant[k] += n
+				}
+			}
+			if rep.Violations[inv] > 0 {
+				found++
+			}
+			line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d unknown=%d violations=%v",
+				name, mode, i, seed, r.faults, rep.Ops, rep.Accepted, rep.Stale, rep.Unknown, rep.Violations)
+			t.Log(line)
+			if *runsFlag > 0 {
+				fmt.Println(line)
+			}
+			if len(rep.Details) > 0 && i == 0 {
+				t.Logf("first run's findings:\n\t%s", strings.Join(rep.Details, "\n\t"))
+			}
+		}
+		tl.elapsed = time.Since(start)
+		tablesMu.Lock()
+		tables = append(tables, tl)
+		tablesMu.Unlock()
+		if want := (runs*6 + 9) / 10; found < want && !replay {
+			t.Errorf("%s %s: %d of %d runs violated %s, want at least %d: the checker must find the documented unsafe case",
+				name, mode, found, runs, inv, want)
+		}
+	}
+}
