@@ -147,9 +147,7 @@ func (ph *procHolders) run(r *run, stop <-chan struct{}) {
 	ph.mu.Lock()
 	killed := ph.killed
 	ph.mu.Unlock()
-	for _, p := range killed {
-		all = append(all, p)
-	}
+	all = append(all, killed...)
 	known := map[string]*holderProc{} // lease ID → its holder
 	var dead []chaos.History
 	for _, p := range all {
