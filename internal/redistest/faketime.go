@@ -47,7 +47,7 @@ func LibFakeTime() (string, error) {
 func findLibFakeTime() (string, error) {
 	if p := os.Getenv(libFakeTimeEnv); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", libFakeTimeEnv, p, err)
+			return "", fmt.Errorf("%s=%s: %w (%s)", libFakeTimeEnv, p, err, installFakeTime)
 		}
 		return p, nil
 	}
@@ -68,9 +68,10 @@ func findLibFakeTime() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("libfaketime is not installed: install Debian's faketime package " +
-		"(apt-get install faketime; scripts/install-faketime does it), or set " + libFakeTimeEnv + " to its libfaketime.so.1")
+	return "", errors.New("libfaketime is not installed: " + installFakeTime)
 }
+
+const installFakeTime = "install Debian's faketime package (apt-get install faketime; scripts/install-faketime does it), or set " + libFakeTimeEnv + " to its libfaketime.so.1"
 
 // ErrFakeTimeUnsupported is returned by FakeTimeSupported for a
 // redis-server that cannot run under libfaketime.
