@@ -81,10 +81,9 @@ func TestClockJumpWithinOutage(t *testing.T) {
 				s.srv.Start(t)
 			},
 		})
-		holders := w.holders
-		w.holders = func(r *run, stop <-chan struct{}) {
-			s.srv.SetClock(r.t, ahead)
-			holders(r, stop)
+		w.resource = func(r *run) (*chaos.Journal, func(int) fence.Store) {
+			s.srv.SetClock(r.t, ahead) // in the test goroutine, before the holders start
+			return memoryResource(r)
 		}
 		w.settle = func(t *testing.T) { s.srv.SetClock(t, 0) }
 		return w
@@ -119,10 +118,11 @@ func TestClockJumpCounterLost(t *testing.T) {
 			s.srv.Restart(t, false)
 		},
 	})
-	holders := w.holders
-	w.holders = func(r *run, stop <-chan struct{}) {
-		s.srv.SetClock(r.t, clockAhead) // a clock that ran ahead
-		holders(r, stop)
+	w.resource = func(r *run) (*chaos.Journal, func(int) fence.Store) {
+		// A clock that ran ahead; in the test goroutine, before the
+		// holders start.
+		s.srv.SetClock(r.t, clockAhead)
+		return memoryResource(r)
 	}
 	w.settle = func(t *testing.T) { s.srv.SetClock(t, 0) }
 	mustFind(t, w, "clock-jump-counter-lost", chaos.InvIssuedOrder)

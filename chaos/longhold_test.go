@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/chaos"
+	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -47,12 +49,13 @@ func TestLongHold(t *testing.T) {
 			clients = append(clients, fencelock.New(rdb, opts))
 		}
 		return &world{
-			lock:     func(i int) *fencelock.Client { return clients[i] },
-			resource: memoryResource,
-			holders: func(r *run, stop <-chan struct{}) {
+			lock: func(i int) *fencelock.Client { return clients[i] },
+			// In the test goroutine, just before the holders start.
+			resource: func(r *run) (*chaos.Journal, func(int) fence.Store) {
 				aheadCounter(r, admin)
-				goroutineHolders(r, stop)
+				return memoryResource(r)
 			},
+			holders: goroutineHolders,
 			nemesis: longHold(proxies),
 		}
 	}})
