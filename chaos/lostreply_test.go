@@ -130,7 +130,11 @@ func (lr *lostReplies) settle(t *testing.T) {
 func (lr *lostReplies) requireEveryKind(t *testing.T) {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	t.Logf("lost-reply: replies dropped by kind: %v; longest from a lost acquire reply to its release: %v", lr.dropped, lr.worst)
+	line := fmt.Sprintf("lost-reply: replies dropped by kind: %v; longest from a lost acquire reply to its release: %v", lr.dropped, lr.worst)
+	t.Log(line)
+	if *runsFlag > 0 {
+		fmt.Println(line)
+	}
 	if *seedFlag != 0 || t.Failed() {
 		return
 	}
