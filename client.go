@@ -109,7 +109,10 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 		}
 		select {
 		case <-w.wake:
-			tryNow = true
+			// After an error, wait out the retry interval: the release
+			// that cleans up a failed attempt wakes this waiter too, and
+			// would turn a server that keeps failing into a busy loop.
+			tryNow = err == nil || errors.Is(err, ErrNotAcquired)
 		case <-timer.C:
 			tryNow = true
 		case <-w.promoted:
