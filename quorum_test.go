@@ -607,3 +607,96 @@ func (h *writebackCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 func (h *writebackCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// A failed quorum acquisition releases every node, and a node's release
+// waits for the acquisition's request to that node to end: sent on
+// another connection, it could otherwise overtake a slow acquire request,
+// which would then leave the lock behind for a TTL.
+func TestQuorum_releaseAfterSlowAcquire(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 3)
+	ctx := t.Context()
+	const name = "slow-node"
+	lockKey := "fencelock:{" + name + "}"
+	for _, rdb := range nodes[:2] {
+		if err := rdb.Set(ctx, lockKey, "someone-else", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Loaded, so that the held request is the one EVALSHA that runs.
+	if err := nodes[2].ScriptLoad(ctx, scriptSources()["acquire.lua"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients := quorumClients(t, servers)
+	hold := &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
+	clients[2].AddHook(hold)
+	opened := false
+	defer func() {
+		if !opened {
+			close(hold.gate)
+		}
+	}()
+	c := fencelock.NewQuorum(clients, &fencelock.Options{TTL: time.Minute, RenewInterval: -1})
+	l, err := c.TryAcquire(ctx, name)
+	if !errors.Is(err, fencelock.ErrNotAcquired) || l != nil {
+		t.Fatalf("TryAcquire with the lock held on a majority = %v, %v; want nil, ErrNotAcquired", l, err)
+	}
+	select {
+	case <-hold.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the acquire request to node 2 was not held")
+	}
+	close(hold.gate)
+	opened = true
+	select {
+	case <-hold.ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the acquire request to node 2 did not run within 5s of its release")
+	}
+	redistest.WaitFor(t, 5*time.Second, "node 2's lock released after its slow acquisition", func() bool {
+		n, err := nodes[2].Exists(ctx, lockKey).Result()
+		return err == nil && n == 0
+	})
+	for i, rdb := range nodes[:2] {
+		if v, err := rdb.Get(ctx, lockKey).Result(); err != nil || v != "someone-else" {
+			t.Errorf("node %d: lock = %q, %v; want the other holder's, untouched", i, v, err)
+		}
+	}
+}
+
+// holdAcquire is a go-redis hook that holds the acquire script before it
+// is sent until gate is closed, telling held when it holds it and ran
+// once it has run.
+type holdAcquire struct {
+	held, ran chan struct{}
+	gate      chan struct{}
+}
+
+func (h *holdAcquire) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !runsScript(cmd, "acquire.lua") {
+			return next(ctx, cmd)
+		}
+		select {
+		case h.held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := next(ctx, cmd)
+		select {
+		case h.ran <- struct{}{}:
+		default:
+		}
+		return err
+	}
+}
+
+func (h *holdAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
