@@ -38,19 +38,21 @@ var (
 // only grows, so a node accepts a given token at most once, and a node
 // that restarted empty lost the locks it held, so two acquisitions never
 // both get the same token; a later acquisition, whose majority meets the
-// earlier one's, always gets a greater one. Nodes whose clocks agree with the client's issue the
-// proposal as it is, and the acquisition then takes one round trip, not
-// two. An acquisition that fails, or that took longer than the TTL less
-// the drift allowance, releases every node. Renewal needs a majority, and
-// Release reports the lease lost unless a majority deleted the lock.
+// earlier one's, always gets a greater one. Nodes whose clocks agree with
+// the client's issue the proposal as it is, and the acquisition then takes
+// one round trip, not two. An acquisition that fails, or that took longer
+// than the TTL less the drift allowance, releases every node. Renewal
+// needs a majority, and Release reports the lease lost unless a majority
+// deleted the lock.
 //
 // Tokens stay increasing only while every node keeps what it acknowledged:
 // a node that restarts without its data is safe thanks to the clock floor
-// (see package doc), but one that reloads an old copy of its data, or a
-// node that is a replica promoted in a failover, may let a minority of
-// nodes carry the newest token. Waiters in Acquire subscribe to the
-// release channel on every node, so one node down does not delay their
-// wake-up.
+// (see package doc) if it stays down longer than the 250 ms by which a
+// proposal may raise a token above its clock, plus the clocks'
+// disagreement; one that reloads an old copy of its data, or a node that
+// is a replica promoted in a failover, may let a minority of nodes carry
+// the newest token. Waiters in Acquire subscribe to the release channel on
+// every node, so one node down does not delay their wake-up.
 //
 // Invalid options, no nodes or a nil node are reported, wrapping
 // ErrInvalid, by every call on the Client.

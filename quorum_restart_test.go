@@ -14,8 +14,8 @@ import (
 // Two leases never share a token, even when a node restarts without its
 // data in the middle of an acquisition: a write-back is accepted only
 // where the acquiring attempt holds the lock. This is the trail of the
-// model's quorum-restart-shared-token (model/README.md), run against real
-// servers, the steps ordered by hooks:
+// model's quorum-restart-wb-no-owner-check (model/README.md), nodes 0
+// and 1 swapped, run against real servers, the steps ordered by hooks:
 //
 //  1. b takes node 2 (issues x+1); its requests to nodes 0 and 1 are held.
 //  2. a takes nodes 0 (x+1) and 1 (x+2), node 2 refuses it; a chooses x+2
@@ -172,7 +172,7 @@ type gate struct {
 	first  chan struct{} // a token: taken by the first command held
 }
 
-// newGate returns a closed gate, opened at the end of the test at the
+// newGate returns a shut gate, opened at the end of the test at the
 // latest, so that nothing stays held.
 func newGate(t *testing.T) *gate {
 	g := &gate{held: make(chan struct{}), opened: make(chan struct{}), first: make(chan struct{}, 1)}
