@@ -89,10 +89,9 @@ type world struct {
 	nemesis func(r *run)
 	// settle, if set, restores the deployment between runs.
 	settle func(t *testing.T)
-	// landed, if set, returns the IDs of the calls in the order they
-	// landed at the resource, where the resource has no journal (nil:
-	// unknown).
-	landed func(r *run) ([]int64, error)
+	// landed, if set, returns the resource's journal where the resource
+	// keeps it itself (a Redis), given the holders' ops.
+	landed func(r *run, ops []chaos.Op) ([]chaos.Op, error)
 }
 
 // run is one randomized run.
@@ -261,11 +260,11 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		h.Resource = ops
 	}
 	if w.landed != nil {
-		ids, err := w.landed(r)
+		ops, err := w.landed(r, h.Ops)
 		if err != nil {
-			t.Errorf("landed writes: %v", err)
+			t.Errorf("the resource's journal: %v", err)
 		}
-		h.Resource = landedOps(h.Ops, ids)
+		h.Resource = ops
 	}
 	h.Final = map[string]chaos.Final{}
 	for _, res := range []string{chaos.Counter, chaos.Note} {
@@ -551,28 +550,3 @@ func printTable(out *os.File) {
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
-
-// landedOps makes a resource journal out of the order in which calls
-// landed at a resource that ignores fences: each call as its holder sent
-// it, accepted, at its position. A read whose reply was lost is left out:
-// what it returned is not known.
-func landedOps(ops []chaos.Op, ids []int64) []chaos.Op {
-	byID := map[int64]chaos.Op{}
-	for _, op := range ops {
-		byID[op.ID] = op
-	}
-	var out []chaos.Op
-	for i, id := range ids {
-		op, ok := byID[id]
-		if !ok || (op.Input.Op == chaos.OpGet && op.Output.Result != chaos.ResultOK) {
-			continue
-		}
-		if op.Input.Op != chaos.OpGet {
-			op.Output = chaos.Output{Result: chaos.ResultOK}
-		}
-		op.Err = ""
-		op.Call, op.Return = int64(2*i), int64(2*i+1)
-		out = append(out, op)
-	}
-	return out
-}
