@@ -26,7 +26,7 @@ import (
 // that logs where it landed and the resource's fence after it (landing).
 // Unfenced, the store is plain GET, SET and DEL, logged the same way.
 func TestDelayedRequestRedis(t *testing.T) {
-	runScenario(t, scenario{name: "delayed-request", adapter: "redis", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "delayed-request", adapter: "redis", shortRuns: 3, control: lateRequest, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		res := redistest.New(t)
 		direct := res.Client(t)
