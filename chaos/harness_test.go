@@ -236,8 +236,8 @@ func runScenario(t *testing.T, sc scenario) {
 			conclusive++
 			continue
 		}
-		for _, w := range inc {
-			why[w]++
+		for _, reason := range inc {
+			why[reason]++
 		}
 		if tl.inconclusive > allowed {
 			t.Errorf("%s/%s fenced: %d inconclusive runs (%s) besides %d conclusive, want at most %d: the fault did not happen or did not reach the resource",
@@ -246,7 +246,7 @@ func runScenario(t *testing.T, sc scenario) {
 		}
 	}
 	tl.done()
-	t.Logf("%s/%s fenced: %d runs, %d inconclusive (at most %d allowed)%s; faults=%d stale=%d (in the resource's journal %d) violating=%d",
+	summary(t, "%s/%s fenced: %d runs, %d inconclusive (at most %d allowed)%s; faults=%d stale=%d (in the resource's journal %d) violating=%d",
 		sc.name, sc.adapter, tl.runs, tl.inconclusive, allowed, ifAny(": ", countsOf(why)), tl.faults, tl.stale, tl.resourceStale, tl.violating)
 
 	// Unfenced: the negative control.
@@ -262,7 +262,7 @@ func runScenario(t *testing.T, sc scenario) {
 		logRun(t, sc, "unfenced", i, seed(i), rep, r, nil)
 	}
 	tl.done()
-	t.Logf("%s/%s unfenced control (* wanted in ≥ %d%%): %s", sc.name, sc.adapter, chaos.ControlShare, ctl)
+	summary(t, "%s/%s unfenced control (* wanted in ≥ %d%%): %s", sc.name, sc.adapter, chaos.ControlShare, ctl)
 	if !replay {
 		for _, f := range ctl.Failures() {
 			t.Errorf("%s/%s unfenced: %s (the checks must be able to fail, for the reason the scenario exists)", sc.name, sc.adapter, f)
@@ -278,6 +278,17 @@ func logRun(t *testing.T, sc scenario, mode string, i int, seed uint64, rep *cha
 	if len(inconclusive) > 0 {
 		line += " INCONCLUSIVE: " + strings.Join(inconclusive, "; ")
 	}
+	t.Log(line)
+	if *runsFlag > 0 {
+		fmt.Println(line)
+	}
+}
+
+// summary logs a scenario's summary of one mode (and prints it in long
+// mode).
+func summary(t *testing.T, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
 	t.Log(line)
 	if *runsFlag > 0 {
 		fmt.Println(line)
