@@ -487,6 +487,8 @@ type httpResource struct {
 	// prepare, if set, is applied to each run's journal before the run's
 	// requests can reach it.
 	prepare func(r *run, j *chaos.Journal)
+	// stall, if set, is each run's chaos.HTTPResource.Stall.
+	stall func(r *run, client int) <-chan struct{}
 }
 
 func newHTTPResource(t *testing.T, proxied bool) *httpResource {
@@ -526,6 +528,9 @@ func (hr *httpResource) resource(r *run) (*chaos.Journal, func(int) fence.Store)
 	res := chaos.NewHTTPResource(r.fenced)
 	if hr.prepare != nil {
 		hr.prepare(r, res.Journal)
+	}
+	if hr.stall != nil {
+		res.Stall = func(client int) <-chan struct{} { return hr.stall(r, client) }
 	}
 	hr.mu.Lock()
 	hr.run[r.name] = res

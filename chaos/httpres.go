@@ -47,6 +47,14 @@ type HTTPResource struct {
 	// middleware does), for Load.
 	Journal *Journal
 
+	// Stall, if set, is asked by the handler before it performs a write
+	// of Counter that the middleware admitted: if it returns a channel,
+	// the handler waits for it to close and then performs the write, even
+	// if its client gave up meanwhile, as a resource whose storage stalls
+	// after the fence check would. The middleware must keep the resource
+	// to itself all that time.
+	Stall func(client int) <-chan struct{}
+
 	handler http.Handler
 }
 
@@ -54,13 +62,14 @@ type HTTPResource struct {
 // against a fence.Memory of its own; unfenced (the negative control),
 // the middleware is Optional and the holders send no fence.
 func NewHTTPResource(fenced bool) *HTTPResource {
-	j := &Journal{Store: &Plain{}}
+	res := &HTTPResource{Journal: &Journal{Store: &Plain{}}}
 	mw := &httpfence.Middleware{
 		Store:    &fence.Memory{},
 		Resource: func(r *http.Request) (string, bool) { return r.URL.Query().Get("resource"), true },
 		Optional: !fenced,
 	}
-	return &HTTPResource{Journal: j, handler: mw.Handler(valueHandler(j))}
+	res.handler = mw.Handler(res.valueHandler())
+	return res
 }
 
 // exchange is one request's passage through the resource: what the
@@ -76,11 +85,19 @@ type exchangeKey struct{}
 // Its store is the journal over the values, which records each call with
 // the fence the holder meant to send (in the unfenced control the
 // middleware admits requests without one).
-func valueHandler(j *Journal) http.Handler {
+func (res *HTTPResource) valueHandler() http.Handler {
+	j := res.Journal
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := r.Context().Value(exchangeKey{}).(*exchange)
 		x.reached = true
 		resource, f := x.in.Resource, x.in.Fence
+		ctx := r.Context()
+		if client, _, ok := OpFrom(ctx); ok && x.in.Op == OpPut && resource == Counter && res.Stall != nil {
+			if stall := res.Stall(client); stall != nil {
+				<-stall
+				ctx = context.WithoutCancel(ctx)
+			}
+		}
 		var v []byte
 		var err error
 		switch r.URL.Path {
@@ -90,11 +107,11 @@ func valueHandler(j *Journal) http.Handler {
 				http.Error(w, rerr.Error(), http.StatusBadRequest)
 				return
 			}
-			err = j.Put(r.Context(), resource, f, body)
+			err = j.Put(ctx, resource, f, body)
 		case "/get":
-			v, err = j.Get(r.Context(), resource, f)
+			v, err = j.Get(ctx, resource, f)
 		case "/delete":
-			err = j.Delete(r.Context(), resource, f)
+			err = j.Delete(ctx, resource, f)
 		default:
 			http.NotFound(w, r)
 			return
