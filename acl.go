@@ -1,6 +1,9 @@
 package fencelock
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // ACLOptions describe the servers of a deployment for ACLRule. A nil
 // *ACLOptions describes standalone or Sentinel-managed servers that run
@@ -28,7 +31,18 @@ type ACLOptions struct {
 	// sends WAIT after each acquisition.
 	// Default: false.
 	MinReplicas bool
+
+	// Election says the user also campaigns, leads or observes elections
+	// (Client.Election), whose scripts keep a leader record (a hash) and
+	// a history (a stream) beside the lock.
+	// Default: false.
+	Election bool
 }
+
+// aclElection is what an election's scripts call beyond a lock's: the
+// record's hash, the history's stream, TYPE checks against keys of the
+// wrong type, and the record's expiry set to the lock's.
+const aclElection = "+type +hget +hmget +hset +pexpireat +pexpiretime +xadd +xrange +xrevrange"
 
 // ACLRule returns the least-privilege ACL rule of a fencelock user on the
 // servers that o describes: the permissions that follow
@@ -41,9 +55,8 @@ type ACLOptions struct {
 // are tested against every server of the test matrix, and README.md
 // states them.
 //
-// The rule covers locks: acquire, wait, renew, release. Elections keep
-// more keys with more commands (hashes and streams), which it does not
-// cover. CLIENT SETINFO, which go-redis sends on each new connection and
+// The rule covers locks: acquire, wait, renew, release; with Election,
+// elections too. CLIENT SETINFO, which go-redis sends on each new connection and
 // whose refusal it ignores, is not in it either: set DisableIdentity in
 // the go-redis options, or add +client|setinfo.
 //
@@ -75,6 +88,12 @@ func ACLRule(o *ACLOptions) string {
 	}
 	if opts.MinReplicas {
 		rule = append(rule, "+wait")
+	}
+	if opts.Election {
+		if !slices.Contains(rule, "+del") {
+			rule = append(rule, "+del") // a resignation is a script
+		}
+		rule = append(rule, strings.Fields(aclElection)...)
 	}
 	return strings.Join(rule, " ")
 }

@@ -53,6 +53,10 @@ func TestACL_readme(t *testing.T) {
 	if !strings.Contains(string(readme), "`"+aclRuleMinReplicas+"`") {
 		t.Errorf("README.md does not name %q for MinReplicas", aclRuleMinReplicas)
 	}
+	lock, election := aclRule("lua", false, "", false), fencelock.ACLRule(&fencelock.ACLOptions{Election: true})
+	if !strings.Contains(string(readme), "`"+strings.TrimPrefix(election, lock+" ")+"`") {
+		t.Errorf("README.md does not name what Election adds to the rule, %q", strings.TrimPrefix(election, lock+" "))
+	}
 }
 
 // aclRule returns ACLRule's rule for servers whose release path is path
@@ -696,4 +700,100 @@ func TestACLRule_prefixEscaped(t *testing.T) {
 		}
 	}
 	lifeCycle(t, func() redis.UniversalClient { return userClient(t, s, "escaped") }, fencelock.Options{Prefix: prefix}, 0)
+}
+
+// electionLifeCycle campaigns, renews, proclaims, observes, hands over to
+// a waiting candidate and resigns, as the user that dial connects as.
+// It returns the first error, if any, and leaves nobody leading.
+func electionLifeCycle(ctx context.Context, name string, dial func() redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	a := fencelock.New(dial(), nil).Election(name)
+	b := fencelock.New(dial(), nil).Election(name)
+	defer b.Resign(context.WithoutCancel(ctx))
+	l, err := a.Campaign(ctx, "a")
+	if err != nil {
+		return fmt.Errorf("Campaign: %w", err)
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	if err := l.Renew(ctx); err != nil {
+		return fmt.Errorf("Renew: %w", err)
+	}
+	if err := a.Proclaim(ctx, "a2"); err != nil {
+		return fmt.Errorf("Proclaim: %w", err)
+	}
+	changes, err := b.Observe(ctx)
+	if err != nil {
+		return fmt.Errorf("Observe: %w", err)
+	}
+	if got := <-changes; got.Value != "a2" {
+		return fmt.Errorf("Observe sent %+v first, want a2", got)
+	}
+	next := make(chan error, 1)
+	go func() {
+		_, err := b.Campaign(ctx, "b")
+		next <- err
+	}()
+	if err := a.Resign(ctx); err != nil {
+		return fmt.Errorf("Resign: %w", err)
+	}
+	if err := <-next; err != nil {
+		return fmt.Errorf("next Campaign: %w", err)
+	}
+	who, err := a.Leader(ctx)
+	if err != nil || who.Value != "b" {
+		return fmt.Errorf("Leader = %+v, %v; want b", who, err)
+	}
+	if err := b.Resign(ctx); err != nil {
+		return fmt.Errorf("second Resign: %w", err)
+	}
+	return nil
+}
+
+// With ACLOptions.Election the rule serves elections too, with no denial
+// on any server; without it, or without any one permission it adds, the
+// server refuses and ACL LOG names what.
+func TestACL_election(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	admin := s.Client(t)
+	path := serverPath(t, admin)
+	rule := func(election bool) string {
+		return fencelock.ACLRule(&fencelock.ACLOptions{
+			Lua: path == "lua", DELEX: path == "delex", DELIFEQ: path == "delifeq", Election: election,
+		})
+	}
+	full := rule(true)
+	setUser(t, "elector", full, s)
+	resetACLLog(t, s)
+	if err := electionLifeCycle(t.Context(), "acl-full", func() redis.UniversalClient { return userClient(t, s, "elector") }); err != nil {
+		t.Fatalf("election as a user with the rule %q: %v", full, err)
+	}
+	assertNoDenials(t, s)
+
+	setUser(t, "locker", rule(false), s)
+	if err := electionLifeCycle(t.Context(), "acl-lock-rule", func() redis.UniversalClient { return userClient(t, s, "locker") }); err == nil {
+		t.Errorf("election as a user with the lock's rule only: no error, want a refusal")
+	}
+	for _, perm := range strings.Fields(full) {
+		if slices.Contains(strings.Fields(rule(false)), perm) {
+			continue // the lock's own, tested by TestACL_missingPermission
+		}
+		t.Run(perm, func(t *testing.T) {
+			user := "elector-without-" + perm
+			setUser(t, user, without(t, full, perm), s)
+			resetACLLog(t, s)
+			// An observer retries what it is refused, so the life cycle
+			// may wait for its deadline: stop it once the denial is seen.
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				electionLifeCycle(ctx, "acl-"+perm[1:], func() redis.UniversalClient { return userClient(t, s, user) })
+			}()
+			waitDenial(t, perm, s)
+			cancel()
+			<-done
+		})
+	}
 }

@@ -322,6 +322,32 @@ func TestClient_TryAcquire_lostReply(t *testing.T) {
 	}
 }
 
+// An Acquire whose attempts keep failing waits the retry interval between
+// them: the release that cleans up an attempt whose reply was lost wakes
+// the waiters of the lock, the failed one included, and must not become
+// a loop that hammers the server as fast as it answers.
+func TestClient_Acquire_backsOffAfterErrors(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	hook := &loseReplies{match: func(cmd redis.Cmder) bool { return runsScript(cmd, "acquire.lua") }}
+	rdb.AddHook(hook)
+	c := fencelock.New(rdb, &fencelock.Options{RetryInterval: time.Minute})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err := c.Acquire(ctx, "lost-replies")
+	if !errors.Is(err, errLostReply) || !errors.Is(err, fencelock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire error = %v, want the lost reply's, ErrNotAcquired and the deadline", err)
+	}
+	// One attempt before joining the waiters, one as their head; the
+	// next only after the retry interval, long after the deadline.
+	if got, want := len(hook.dropped()), 2; got > want {
+		t.Errorf("%d attempts within 2s, want at most %d with a one-minute retry interval", got, want)
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{lost-replies}").Val(); n != 0 {
+		t.Errorf("lock left behind by the failed attempts: EXISTS = %d, want 0", n)
+	}
+}
+
 // An acquisition whose context ends while its request is in flight leaves
 // no lock behind either.
 func TestClient_TryAcquire_cancelledMidRequest(t *testing.T) {

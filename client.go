@@ -41,8 +41,15 @@ type backend interface {
 // Sentinel failover client or a *redis.ClusterClient. A client that wraps
 // a *redis.ClusterClient must keep its MasterForKey and ReloadState
 // methods (embedding it does): they route WAIT and sharded wake-ups to the
-// lock's master and follow failovers. A nil opts selects every default. Invalid options or a nil rdb are reported, wrapping
-// ErrInvalid, by every call on the Client.
+// lock's master and follow failovers. A nil opts selects every default.
+// Invalid options or a nil rdb are reported, wrapping ErrInvalid, by
+// every call on the Client.
+//
+// Set ContextTimeoutEnabled in rdb's options: go-redis otherwise bounds a
+// request by its ReadTimeout and WriteTimeout (3s by default) rather than
+// by the context's deadline, so a call on an unresponsive server, the
+// cleanup of an attempt whose reply was lost included, takes up to those
+// timeouts whatever deadline its context has.
 func New(rdb redis.UniversalClient, opts *Options) *Client {
 	cfg, err := opts.config()
 	if rdb == nil {
@@ -109,7 +116,10 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 		}
 		select {
 		case <-w.wake:
-			tryNow = true
+			// After an error, wait out the retry interval: the release
+			// that cleans up a failed attempt wakes this waiter too, and
+			// would turn a server that keeps failing into a busy loop.
+			tryNow = err == nil || errors.Is(err, ErrNotAcquired)
 		case <-timer.C:
 			tryNow = true
 		case <-w.promoted:

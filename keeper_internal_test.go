@@ -139,3 +139,87 @@ func (h *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
+
+// Renewals sent together, in one pipeline, report each lock on its own:
+// a lease whose lock is gone, or held by another owner, is lost (its
+// Context ends with ErrLeaseLost) and its lock is not re-created or
+// overwritten, while the other leases of the batch stay held. On Redis
+// 8.4+ and Valkey 9+ the batch is SET IFEQ and PEXPIRE, elsewhere the
+// renew script.
+func TestKeeper_batchLost(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	const (
+		ttl    = 2 * time.Second
+		leases = 8
+	)
+	batches := &pipelines{}
+	rdb.AddHook(batches)
+	c := New(rdb, &Options{TTL: ttl, RenewInterval: ttl / 10})
+	var held []*Lease
+	for i := range leases {
+		l, err := c.TryAcquire(ctx, "batch-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("TryAcquire %d error = %v", i, err)
+		}
+		held = append(held, l)
+	}
+	defer func() {
+		for _, l := range held {
+			l.Release(ctx)
+		}
+	}()
+	// Renewed together before the locks go: the renewals that find them
+	// gone are batched too.
+	redistest.WaitFor(t, 5*time.Second, "renewals sent in a pipeline", func() bool { return batches.n.Load() >= 2 })
+	const other = "someone-else"
+	for i, l := range held {
+		switch i % 4 {
+		case 0:
+			if err := rdb.Del(ctx, l.ref.lock).Err(); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			if err := rdb.Set(ctx, l.ref.lock, other, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, l := range held {
+		if i%4 > 1 {
+			continue
+		}
+		select {
+		case <-l.Context().Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("lease %d, lock deleted or replaced: not lost within 5s, with renewals every %v", i, ttl/10)
+		}
+		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLeaseLost) {
+			t.Errorf("lease %d: Cause(Context()) = %v, want ErrLeaseLost", i, cause)
+		}
+	}
+	// A few renewal intervals more: the lost leases' locks stay as they were.
+	since := batches.n.Load()
+	redistest.WaitFor(t, 5*time.Second, "more batches of renewals", func() bool { return batches.n.Load() >= since+3 })
+	for i, l := range held {
+		v, err := rdb.Get(ctx, l.ref.lock).Result()
+		switch i % 4 {
+		case 0:
+			if !errors.Is(err, redis.Nil) {
+				t.Errorf("lease %d: deleted lock = %q, %v; want it gone, never re-created by a renewal", i, v, err)
+			}
+		case 1:
+			if err != nil || v != other {
+				t.Errorf("lease %d: lock replaced by another owner = %q, %v; want %q, untouched by renewals", i, v, err, other)
+			}
+		default:
+			if err := l.ended(); err != nil {
+				t.Errorf("lease %d, lock untouched: ended while renewed in the same batches: %v", i, err)
+			}
+			if err != nil || v != l.ref.owner {
+				t.Errorf("lease %d: lock = %q, %v; want the lease's owner value", i, v, err)
+			}
+		}
+	}
+}

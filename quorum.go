@@ -33,23 +33,26 @@ var (
 // no more than 250 ms ahead of the node's clock. The lease's token is the
 // greatest issued. The nodes that issued it have accepted it; it is
 // written back to the others with a script that raises a node's counter
-// only if it is lower. The acquisition succeeds only if a majority
-// accepted: each node's counter only grows, so a node accepts a given
-// token at most once and two acquisitions never both get the same token,
-// and a later acquisition, whose majority meets the earlier one's, always
-// gets a greater one. Nodes whose clocks agree with the client's issue the
-// proposal as it is, and the acquisition then takes one round trip, not
-// two. An acquisition that fails, or that took longer than the TTL less
-// the drift allowance, releases every node. Renewal needs a majority, and
-// Release reports the lease lost unless a majority deleted the lock.
+// only if it is lower and the attempt holds the lock there. The
+// acquisition succeeds only if a majority accepted: each node's counter
+// only grows, so a node accepts a given token at most once, and a node
+// that restarted empty lost the locks it held, so two acquisitions never
+// both get the same token; a later acquisition, whose majority meets the
+// earlier one's, always gets a greater one. Nodes whose clocks agree with
+// the client's issue the proposal as it is, and the acquisition then takes
+// one round trip, not two. An acquisition that fails, or that took longer
+// than the TTL less the drift allowance, releases every node. Renewal
+// needs a majority, and Release reports the lease lost unless a majority
+// deleted the lock.
 //
 // Tokens stay increasing only while every node keeps what it acknowledged:
 // a node that restarts without its data is safe thanks to the clock floor
-// (see package doc), but one that reloads an old copy of its data, or a
-// node that is a replica promoted in a failover, may let a minority of
-// nodes carry the newest token. Waiters in Acquire subscribe to the
-// release channel on every node, so one node down does not delay their
-// wake-up.
+// (see package doc) if it stays down longer than the 250 ms by which a
+// proposal may raise a token above its clock, plus the clocks'
+// disagreement; one that reloads an old copy of its data, or a node that
+// is a replica promoted in a failover, may let a minority of nodes carry
+// the newest token. Waiters in Acquire subscribe to the release channel on
+// every node, so one node down does not delay their wake-up.
 //
 // Invalid options, no nodes or a nil node are reported, wrapping
 // ErrInvalid, by every call on the Client.
@@ -277,8 +280,7 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		if issued[i] == token {
 			return reply{ok: true}
 		}
-		args := append(writebackRun.args("1", 3), r.token, token, q.cfg.retentionArg)
-		v, err := writebackRun.run(ctx, n.rdb, args)
+		v, err := writebackRun.run(ctx, n.rdb, q.writebackArgs(r, token))
 		return reply{ok: v == 1, err: err}
 	}, nil)
 	switch {
@@ -286,7 +288,8 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		q.releaseAll(ctx, r)
 		return 0, 0, q.noQuorum("token written", wb)
 	case wb.yes < q.majority():
-		// A concurrent acquisition holds a greater token on enough nodes.
+		// A concurrent acquisition holds a greater token, or the lock,
+		// on enough nodes.
 		q.releaseAll(ctx, r)
 		return 0, q.cfg.retry, nil
 	}
@@ -298,7 +301,16 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 func (q *quorum) writeBack(ctx context.Context, n *node, r *lockRef, token int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.ttl)
 	defer cancel()
-	writebackRun.run(ctx, n.rdb, append(writebackRun.args("1", 3), r.token, token, q.cfg.retentionArg))
+	writebackRun.run(ctx, n.rdb, q.writebackArgs(r, token))
+}
+
+// writebackArgs returns the write-back of token for r's attempt: a node
+// accepts it only where that attempt holds the lock, so that a node that
+// restarted empty, and lost the lock, cannot accept a token a second time
+// (quorum_writeback.lua). The counter, the first key, routes it on a
+// Cluster: same slot as the lock.
+func (q *quorum) writebackArgs(r *lockRef, token int64) []any {
+	return append(writebackRun.args("2", 5), r.token, r.lockArg, token, q.cfg.retentionArg, &r.owner)
 }
 
 // proposalLead is how far ahead of the client's clock a quorum

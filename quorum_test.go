@@ -79,6 +79,16 @@ func TestQuorum_tokensAcrossMajorities(t *testing.T) {
 				}
 			}
 			last := ahead
+			// Release returns once a majority deleted the lock; the
+			// request to the last node may still be on its way, and the
+			// next step, with a node down, would find the lock held
+			// there. Each step waits for every node's release to end.
+			released := make([]*releaseCounter, n)
+			for i, rdb := range nodes {
+				released[i] = &releaseCounter{lockKey: "fencelock:{" + name + "}"}
+				rdb.AddHook(released[i])
+			}
+			steps := int32(0)
 			check := func(step string) {
 				t.Helper()
 				if got := acquireToken(t, c, name); got <= last {
@@ -86,12 +96,29 @@ func TestQuorum_tokensAcrossMajorities(t *testing.T) {
 				} else {
 					last = got
 				}
+				steps++
+				redistest.WaitFor(t, 5*time.Second, step+": the release ended on every node", func() bool {
+					for _, r := range released {
+						if r.n.Load() < steps {
+							return false
+						}
+					}
+					return true
+				})
 			}
 			check("all nodes up")
-			// Each node in turn is down; a minority (n/2 nodes) is.
+			// Each node in turn is down; a minority (n/2 nodes) is. A node
+			// that comes back keeps its data: the servers run without
+			// persistence, so it is saved first. (Stopped without it, two
+			// nodes of three end up without the counter by the restart
+			// below, more than a quorum can carry.)
 			for i := range servers {
 				for j := range n / 2 {
-					servers[(i+j)%n].Stop(t)
+					s := servers[(i+j)%n]
+					if err := s.Client(t).Save(t.Context()).Err(); err != nil {
+						t.Fatalf("SAVE before stopping %s: %v", s.Addr(), err)
+					}
+					s.Stop(t)
 				}
 				check(fmt.Sprintf("nodes %d..%d down", i, i+n/2-1))
 				for j := range n / 2 {
@@ -111,6 +138,46 @@ func TestQuorum_tokensAcrossMajorities(t *testing.T) {
 	}
 }
 
+// releaseCounter is a go-redis hook on one node's client that counts the
+// releases of lockKey that ended, whether the server deleted it or not
+// and whether the node answered or not, whichever way they were sent (the
+// Lua script, or DELEX / DELIFEQ in a pipeline); a NOSCRIPT reply, which
+// the library follows with EVAL, does not end one.
+type releaseCounter struct {
+	lockKey string
+	n       atomic.Int32
+}
+
+func (h *releaseCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *releaseCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(cmd, err)
+		return err
+	}
+}
+
+func (h *releaseCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.count(cmd, cmd.Err())
+		}
+		return err
+	}
+}
+
+func (h *releaseCounter) count(cmd redis.Cmder, err error) {
+	args := cmd.Args()
+	switch {
+	case len(args) < 2 || redis.HasErrorPrefix(err, "NOSCRIPT") || errors.Is(err, redis.ErrNoScript):
+	case runsScript(cmd, "release.lua") && len(args) > 3 && args[3] == h.lockKey,
+		(cmd.Name() == "delex" || cmd.Name() == "delifeq") && args[1] == h.lockKey:
+		h.n.Add(1)
+	}
+}
+
 // A node accepts a given token at most once in the write-back round, so
 // two acquisitions that chose the same token never both get a majority to
 // accept it. They can choose the same one when a node restarts without
@@ -119,7 +186,8 @@ func TestQuorum_tokensAcrossMajorities(t *testing.T) {
 // restarts and 2 is freed, and b takes nodes 0 and 2, whose counters, one
 // lost and one as node 1's was, give b the same token, which b writes
 // back first. a's write-back, held until then, must find every node at
-// that token already.
+// that token already (and, since write-backs are owner-checked, a's lock
+// gone on node 0 and never taken on node 2).
 func TestQuorum_tokenAcceptedOnce(t *testing.T) {
 	t.Parallel()
 	const name = "once"
@@ -509,8 +577,10 @@ func TestQuorum_proposal(t *testing.T) {
 		t.Helper()
 		var vs []int64
 		for _, rdb := range nodes {
+			// A node whose request is still on its way (TryAcquire
+			// returns once a majority answered) has no counter yet: 0.
 			v, err := rdb.Get(ctx, "fencelock:{"+name+"}:token").Int64()
-			if err != nil {
+			if err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
 			vs = append(vs, v)
@@ -605,5 +675,98 @@ func (h *writebackCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 }
 
 func (h *writebackCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A failed quorum acquisition releases every node, and a node's release
+// waits for the acquisition's request to that node to end: sent on
+// another connection, it could otherwise overtake a slow acquire request,
+// which would then leave the lock behind for a TTL.
+func TestQuorum_releaseAfterSlowAcquire(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 3)
+	ctx := t.Context()
+	const name = "slow-node"
+	lockKey := "fencelock:{" + name + "}"
+	for _, rdb := range nodes[:2] {
+		if err := rdb.Set(ctx, lockKey, "someone-else", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Loaded, so that the held request is the one EVALSHA that runs.
+	if err := nodes[2].ScriptLoad(ctx, scriptSources()["acquire.lua"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients := quorumClients(t, servers)
+	hold := &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
+	clients[2].AddHook(hold)
+	opened := false
+	defer func() {
+		if !opened {
+			close(hold.gate)
+		}
+	}()
+	c := fencelock.NewQuorum(clients, &fencelock.Options{TTL: time.Minute, RenewInterval: -1})
+	l, err := c.TryAcquire(ctx, name)
+	if !errors.Is(err, fencelock.ErrNotAcquired) || l != nil {
+		t.Fatalf("TryAcquire with the lock held on a majority = %v, %v; want nil, ErrNotAcquired", l, err)
+	}
+	select {
+	case <-hold.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the acquire request to node 2 was not held")
+	}
+	close(hold.gate)
+	opened = true
+	select {
+	case <-hold.ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the acquire request to node 2 did not run within 5s of its release")
+	}
+	redistest.WaitFor(t, 5*time.Second, "node 2's lock released after its slow acquisition", func() bool {
+		n, err := nodes[2].Exists(ctx, lockKey).Result()
+		return err == nil && n == 0
+	})
+	for i, rdb := range nodes[:2] {
+		if v, err := rdb.Get(ctx, lockKey).Result(); err != nil || v != "someone-else" {
+			t.Errorf("node %d: lock = %q, %v; want the other holder's, untouched", i, v, err)
+		}
+	}
+}
+
+// holdAcquire is a go-redis hook that holds the acquire script before it
+// is sent until gate is closed, telling held when it holds it and ran
+// once it has run.
+type holdAcquire struct {
+	held, ran chan struct{}
+	gate      chan struct{}
+}
+
+func (h *holdAcquire) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !runsScript(cmd, "acquire.lua") {
+			return next(ctx, cmd)
+		}
+		select {
+		case h.held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := next(ctx, cmd)
+		select {
+		case h.ran <- struct{}{}:
+		default:
+		}
+		return err
+	}
+}
+
+func (h *holdAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }

@@ -3,6 +3,7 @@ package fencelock
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -63,5 +64,69 @@ func TestAcquire_retried(t *testing.T) {
 		if v, err := rdb.Get(ctx, r.token).Int64(); err != nil || v != again {
 			t.Errorf("proposal %d: counter = %d, %v; want %d", proposal, v, err, again)
 		}
+	}
+}
+
+// A node issues max(stored + 1, its clock, the proposal), the proposal
+// capped at 250 ms ahead of its clock: a proposal within the cap is issued
+// as it is, so that nodes which agree on time issue the same token; one
+// further ahead, from a client whose clock runs fast, is not, so that no
+// client can push a lock's tokens ahead of time; a counter ahead of the
+// proposal wins.
+func TestAcquire_proposal(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	cfg, err := (&Options{}).config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(rdb, &cfg)
+	clock := func() int64 {
+		t.Helper()
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.UnixMicro()
+	}
+	const capped = 250_000 // µs
+	acquire := func(name string, proposal int64) int64 {
+		t.Helper()
+		var r lockRef
+		cfg.setRef(&r, name, "")
+		r.proposal = proposal
+		token, _, err := n.acquire(ctx, &r)
+		if err != nil || token <= 0 {
+			t.Fatalf("%s: acquire = %d, %v; want a token", name, token, err)
+		}
+		if v, err := rdb.Get(ctx, r.token).Int64(); err != nil || v != token {
+			t.Errorf("%s: counter = %d, %v; want the token issued, %d", name, v, err, token)
+		}
+		return token
+	}
+
+	before := clock()
+	proposal := before + 200_000
+	token := acquire("within", proposal)
+	after := clock()
+	// The node's clock passes the proposal only if the request took 200ms.
+	if lo, hi := proposal, max(proposal, after); token < lo || token > hi {
+		t.Errorf("proposal at clock + 200ms: token = clock + %dµs, want the proposal, clock + 200000µs", token-before)
+	}
+
+	before = clock()
+	token = acquire("ahead", before+time.Hour.Microseconds())
+	after = clock()
+	if lo, hi := before, after+capped; token < lo || token > hi {
+		t.Errorf("proposal at clock + 1h: token = clock + %dµs, want in [clock, clock + %dµs]: at most 250ms ahead of the node's clock", token-before, after-before+capped)
+	}
+
+	stored := clock() + 2*time.Hour.Microseconds()
+	if err := rdb.Set(ctx, cfg.tokenKey("behind"), stored, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if token := acquire("behind", clock()+time.Hour.Microseconds()); token != stored+1 {
+		t.Errorf("proposal below the counter %d: token = %d, want %d", stored, token, stored+1)
 	}
 }

@@ -1,12 +1,12 @@
 module github.com/fencelock/fencelock/bench
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/fencelock/fencelock v0.0.0
-	github.com/go-redsync/redsync/v4 v4.18.1
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/go-redsync/redsync/v4 v4.17.0
+	github.com/redis/go-redis/v9 v9.22.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -20,7 +20,7 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
 

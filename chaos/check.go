@@ -38,13 +38,18 @@ var Invariants = []string{InvLinearizable, InvResourceLinearizable, InvTokenOrde
 // Report is the verdict on one run.
 type Report struct {
 	Ops, Accepted, Stale, Unknown int
+	// ResourceStale counts the calls the resource's journal rejected,
+	// whether or not their holder learnt it (a delayed request's holder
+	// has given up by then).
+	ResourceStale int
 	// Violations counts the violations of each invariant, with one
 	// example each in Details.
 	Violations map[string]int
 	Details    []string
-	// Timeout is set when porcupine gave up within the bound; that is
-	// not counted as a violation.
-	Timeout bool
+	// TimedOut names the linearizability checks that porcupine gave up
+	// on within the bound: the run is inconclusive on them, neither a
+	// violation nor a pass.
+	TimedOut []string
 	// Info is porcupine's linearization of the holders' history, for
 	// VisualizePath, when it was found illegal.
 	Info *porcupine.LinearizationInfo
@@ -77,6 +82,11 @@ func Check(h History, timeout time.Duration) *Report {
 			r.Unknown++
 		}
 	}
+	for _, op := range h.Resource {
+		if op.Output.Result == ResultStale {
+			r.ResourceStale++
+		}
+	}
 	r.linearizable(InvLinearizable, h.Ops, timeout)
 	if h.Resource != nil {
 		r.linearizable(InvResourceLinearizable, h.Resource, timeout)
@@ -100,7 +110,7 @@ func (r *Report) linearizable(inv string, ops []Op, timeout time.Duration) {
 			r.Info = &info
 		}
 	case porcupine.Unknown:
-		r.Timeout = true
+		r.TimedOut = append(r.TimedOut, inv)
 	}
 }
 

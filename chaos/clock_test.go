@@ -1,7 +1,6 @@
 package chaos_test
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -39,7 +38,7 @@ func newFakeTimeStandalone(t *testing.T) *standalone {
 // (the default TokenRetention), so FAILURE_MODEL.md promises increasing
 // tokens whatever the clock does: tokens are max(counter + 1, clock).
 func TestClockJump(t *testing.T) {
-	runScenario(t, scenario{name: "clock-jump", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "clock-jump", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newFakeTimeStandalone(t)
 		var steps *rand.Rand // the run's clock steps, from its seed
 		w := s.world(func(r *run) (*chaos.Journal, func(int) fence.Store) {
@@ -68,7 +67,7 @@ func TestClockJump(t *testing.T) {
 // than the outage, after which the clock floor is still above every token
 // issued before. FAILURE_MODEL.md promises increasing tokens here.
 func TestClockJumpWithinOutage(t *testing.T) {
-	runScenario(t, scenario{name: "clock-jump-in-outage", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "clock-jump-in-outage", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newFakeTimeStandalone(t)
 		const ahead, outage = 10 * time.Millisecond, 40 * time.Millisecond
 		w := s.world(memoryResource, fault{
@@ -128,9 +127,9 @@ func TestClockJumpCounterLost(t *testing.T) {
 	mustFind(t, w, "clock-jump-counter-lost", chaos.InvIssuedOrder)
 }
 
-// mustFind runs w's runs in both modes and fails unless at least 60% of
-// the runs of each mode violate inv: a scenario whose fault the checker
-// must find, fenced or not.
+// mustFind runs w's runs in both modes and fails unless at least
+// chaos.ControlShare percent of the runs of each mode violate inv: a
+// scenario whose fault the checker must find, fenced or not.
 func mustFind(t *testing.T, w *world, name, inv string) {
 	runs := 3
 	replay := *seedFlag != 0
@@ -140,12 +139,12 @@ func mustFind(t *testing.T, w *world, name, inv string) {
 	case *runsFlag > 0:
 		runs = *runsFlag
 	}
+	sc := scenario{name: name, adapter: "memory", control: []string{inv}}
 	base := rand.Uint64() >> 16
 	for _, fenced := range []bool{true, false} {
 		mode := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
-		tl := &tally{scenario: name, adapter: "memory", mode: mode, byInvariant: map[string]int{}}
-		start := time.Now()
-		found := 0
+		tl := newTally(sc, mode)
+		ctl := &chaos.Control{Want: sc.control}
 		for i := range runs {
 			seed := base + uint64(i)
 			if replay {
@@ -155,40 +154,19 @@ func mustFind(t *testing.T, w *world, name, inv string) {
 			if rep == nil {
 				return // the deployment broke; already reported
 			}
-			tl.runs++
-			tl.faults += r.faults
-			tl.ops += rep.Ops
-			tl.accepted += rep.Accepted
-			tl.stale += rep.Stale
-			if rep.Timeout {
-				tl.timeouts++
-			}
-			if rep.Violated() {
-				tl.violating++
-				for k, n := range rep.Violations {
-					tl.byInvariant[k] += n
-				}
-			}
-			if rep.Violations[inv] > 0 {
-				found++
-			}
-			line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d unknown=%d violations=%v",
-				name, mode, i, seed, r.faults, rep.Ops, rep.Accepted, rep.Stale, rep.Unknown, rep.Violations)
-			t.Log(line)
-			if *runsFlag > 0 {
-				fmt.Println(line)
-			}
+			tl.add(rep, r, nil)
+			ctl.Add(rep)
+			logRun(t, sc, mode, i, seed, rep, r, nil)
 			if len(rep.Details) > 0 && i == 0 {
 				t.Logf("first run's findings:\n\t%s", strings.Join(rep.Details, "\n\t"))
 			}
 		}
-		tl.elapsed = time.Since(start)
-		tablesMu.Lock()
-		tables = append(tables, tl)
-		tablesMu.Unlock()
-		if want := (runs*6 + 9) / 10; found < want && !replay {
-			t.Errorf("%s %s: %d of %d runs violated %s, want at least %d: the checker must find the documented unsafe case",
-				name, mode, found, runs, inv, want)
+		tl.done()
+		summary(t, "%s %s (* must be found in ≥ %d%%): %s", name, mode, chaos.ControlShare, ctl)
+		if !replay {
+			for _, f := range ctl.Failures() {
+				t.Errorf("%s %s: %s: the checker must find the documented unsafe case", name, mode, f)
+			}
 		}
 	}
 }

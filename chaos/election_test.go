@@ -21,7 +21,7 @@ import (
 // lock Redis is frozen, another candidate takes over, and the paused
 // leader then writes with its old term.
 func TestElectionPause(t *testing.T) {
-	runScenario(t, scenario{name: "election-pause", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "election-pause", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		return electionWorld(s, holderPause(s))
 	}})
@@ -32,7 +32,7 @@ func TestElectionPause(t *testing.T) {
 // leadership expires, and the next leader writes before it does. The
 // resource stays reachable.
 func TestElectionPartition(t *testing.T) {
-	runScenario(t, scenario{name: "election-partition", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "election-partition", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		return electionWorld(s, fault{
 			longOnly: true,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -70,10 +71,28 @@ type scenario struct {
 	adapter string // the resource the holders write to
 	// shortRuns is the number of runs per mode in short mode.
 	shortRuns int
+	// control names the invariants the scenario exists for (chaos.Inv*):
+	// each must be violated by at least chaos.ControlShare percent of its
+	// unfenced runs; violations of other invariants do not count.
+	control []string
 	// setup starts the servers once per test; every run then uses its
 	// own lock name and a new resource.
 	setup func(t *testing.T) *world
 }
+
+// The negative controls: what a scenario's unfenced runs must break.
+var (
+	// staleWrite: a holder writes after its lease ended, a newer holder
+	// having read and written meanwhile; unfenced, the resource takes the
+	// write, which the holders' own history, the order of the tokens it
+	// accepted and the counter all show.
+	staleWrite = []string{chaos.InvLinearizable, chaos.InvTokenOrder, chaos.InvLostUpdate}
+	// lateRequest: a request its holder gave up on lands after a newer
+	// holder's; the holder never learns what became of it (its history
+	// holds an unknown, which may have taken effect at any time), so it is
+	// the resource's journal that shows the stale write taken.
+	lateRequest = []string{chaos.InvResourceLinearizable, chaos.InvTokenOrder}
+)
 
 // world is what a scenario's runs share.
 type world struct {
@@ -89,10 +108,9 @@ type world struct {
 	nemesis func(r *run)
 	// settle, if set, restores the deployment between runs.
 	settle func(t *testing.T)
-	// landed, if set, returns the IDs of the calls in the order they
-	// landed at the resource, where the resource has no journal (nil:
-	// unknown).
-	landed func(r *run) ([]int64, error)
+	// landed, if set, returns the resource's journal where the resource
+	// keeps it itself (a Redis), given the holders' ops.
+	landed func(r *run, ops []chaos.Op) ([]chaos.Op, error)
 }
 
 // run is one randomized run.
@@ -107,7 +125,13 @@ type run struct {
 	j      *chaos.Journal
 	view   func(i int) fence.Store
 	reads  chan readEvent
-	faults int
+	// nemesisDone is closed when the nemesis has returned: no read is
+	// offered to it after that.
+	nemesisDone chan struct{}
+	faults      int
+	// notes say why the nemesis could not inject a fault it meant to:
+	// they make a fenced run inconclusive.
+	notes []string
 	// cleanups run when the run has been checked, last first.
 	cleanups []func()
 }
@@ -126,23 +150,32 @@ type readEvent struct {
 	reply   chan (<-chan struct{})
 }
 
-// afterRead offers a read to the nemesis, if it is listening.
+// afterRead offers a read to the nemesis and waits for its answer, for
+// as long as the nemesis runs: a read made while it injects or heals a
+// fault waits for it rather than pass unseen. Every nemesis answers every
+// read it takes.
 func (r *run) afterRead(client int, f fence.Fence, compute time.Duration) <-chan struct{} {
 	ev := readEvent{client: client, fence: f, compute: compute, reply: make(chan (<-chan struct{}), 1)}
 	select {
 	case r.reads <- ev:
 		return <-ev.reply
-	default:
+	case <-r.nemesisDone:
 		return nil
 	}
+}
+
+// note records why the nemesis could not inject a fault.
+func (r *run) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 }
 
 // tally adds up the runs of one scenario and mode for the table.
 type tally struct {
 	scenario, adapter, mode                       string
 	runs, faults, ops, accepted, stale, violating int
-	timeouts                                      int
+	resourceStale, timeouts, inconclusive         int
 	byInvariant                                   map[string]int
+	start                                         time.Time
 	elapsed                                       time.Duration
 }
 
@@ -152,9 +185,16 @@ var (
 )
 
 // runScenario runs sc's runs in both modes and asserts: no fenced run
-// violates an invariant, and the unfenced runs violate one in a clear
-// majority (the negative control: the checks can fail).
+// violates an invariant; the fenced runs are conclusive (each injected a
+// fault and saw a stale rejection, and porcupine decided), but for a few
+// (chaos.MaxInconclusive), which are run again; and each invariant that
+// sc.control names is violated by a clear majority of the unfenced runs
+// (the negative control: the checks can fail, and fail for the reason
+// the scenario exists).
 func runScenario(t *testing.T, sc scenario) {
+	if f := (&chaos.Control{Want: sc.control}).Failures(); f != nil {
+		t.Fatalf("%s: %s", sc.name, strings.Join(f, "; "))
+	}
 	w := sc.setup(t)
 	if t.Failed() {
 		return
@@ -168,56 +208,141 @@ func runScenario(t *testing.T, sc scenario) {
 		runs = *runsFlag
 	}
 	base := rand.Uint64() >> 16
-	for _, fenced := range []bool{true, false} {
-		mode := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
-		tl := &tally{scenario: sc.name, adapter: sc.adapter, mode: mode, byInvariant: map[string]int{}}
-		start := time.Now()
-		for i := range runs {
-			seed := base + uint64(i)
-			if replay {
-				seed = *seedFlag
-			}
-			rep, r := oneRun(t, w, seed, fenced)
-			if t.Failed() && rep == nil {
-				return // the deployment broke; already reported
-			}
-			tl.runs++
-			tl.faults += r.faults
-			tl.ops += rep.Ops
-			tl.accepted += rep.Accepted
-			tl.stale += rep.Stale
-			if rep.Timeout {
-				tl.timeouts++
-			}
-			if rep.Violated() {
-				tl.violating++
-				for inv, n := range rep.Violations {
-					tl.byInvariant[inv] += n
-				}
-			}
-			line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d unknown=%d violations=%v",
-				sc.name, mode, i, seed, r.faults, rep.Ops, rep.Accepted, rep.Stale, rep.Unknown, rep.Violations)
-			t.Log(line)
-			if *runsFlag > 0 {
-				fmt.Println(line)
-			}
-			if fenced && rep.Violated() {
-				t.Errorf("%s fenced run seed=%d violated %v, want none:\n\t%s\nreplay: go test -run '^%s$' -chaos.seed=%d",
-					sc.name, seed, rep.Violations, strings.Join(rep.Details, "\n\t"), t.Name(), seed)
-			}
+	seed := func(i int) uint64 {
+		if replay {
+			return *seedFlag
 		}
-		tl.elapsed = time.Since(start)
-		tablesMu.Lock()
-		tables = append(tables, tl)
-		tablesMu.Unlock()
-		if !fenced && !replay {
-			// The negative control must find violations in ≥ 60% of runs.
-			if got, want := tl.violating, (runs*6+9)/10; got < want {
-				t.Errorf("%s unfenced: %d of %d runs violated an invariant, want at least %d (the checks must be able to fail)",
-					sc.name, got, runs, want)
-			}
+		return base + uint64(i)
+	}
+
+	// Fenced: every run must hold every invariant; runs until runs of
+	// them were conclusive, or too many were not.
+	tl := newTally(sc, "fenced")
+	allowed := chaos.MaxInconclusive(runs)
+	why := map[string]int{}
+	for i, conclusive := 0, 0; conclusive < runs; i++ {
+		rep, r := oneRun(t, w, seed(i), true)
+		if rep == nil {
+			return // the deployment broke; already reported
+		}
+		inc := append(rep.Inconclusive(r.faults), r.notes...)
+		tl.add(rep, r, inc)
+		logRun(t, sc, "fenced", i, seed(i), rep, r, inc)
+		if rep.Violated() {
+			t.Errorf("%s fenced run seed=%d violated %v, want none:\n\t%s\nreplay: go test -run '^%s$' -chaos.seed=%d",
+				sc.name, seed(i), rep.Violations, strings.Join(rep.Details, "\n\t"), t.Name(), seed(i))
+		}
+		if len(inc) == 0 || replay {
+			conclusive++
+			continue
+		}
+		for _, reason := range inc {
+			why[reason]++
+		}
+		if tl.inconclusive > allowed {
+			t.Errorf("%s/%s fenced: %d inconclusive runs (%s) besides %d conclusive, want at most %d: the fault did not happen or did not reach the resource",
+				sc.name, sc.adapter, tl.inconclusive, countsOf(why), conclusive, allowed)
+			break
 		}
 	}
+	tl.done()
+	summary(t, "%s/%s fenced: %d runs, %d inconclusive (at most %d allowed)%s; faults=%d stale=%d (in the resource's journal %d) violating=%d",
+		sc.name, sc.adapter, tl.runs, tl.inconclusive, allowed, ifAny(": ", countsOf(why)), tl.faults, tl.stale, tl.resourceStale, tl.violating)
+
+	// Unfenced: the negative control.
+	tl = newTally(sc, "unfenced")
+	ctl := &chaos.Control{Want: sc.control}
+	for i := range runs {
+		rep, r := oneRun(t, w, seed(i), false)
+		if rep == nil {
+			return
+		}
+		tl.add(rep, r, nil)
+		ctl.Add(rep)
+		logRun(t, sc, "unfenced", i, seed(i), rep, r, nil)
+	}
+	tl.done()
+	summary(t, "%s/%s unfenced control (* wanted in ≥ %d%%): %s", sc.name, sc.adapter, chaos.ControlShare, ctl)
+	if !replay {
+		for _, f := range ctl.Failures() {
+			t.Errorf("%s/%s unfenced: %s (the checks must be able to fail, for the reason the scenario exists)", sc.name, sc.adapter, f)
+		}
+	}
+}
+
+// logRun logs one run's line (and prints it in long mode).
+func logRun(t *testing.T, sc scenario, mode string, i int, seed uint64, rep *chaos.Report, r *run, inconclusive []string) {
+	t.Helper()
+	line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d resource-stale=%d unknown=%d violations=%v",
+		sc.name, mode, i, seed, r.faults, rep.Ops, rep.Accepted, rep.Stale, rep.ResourceStale, rep.Unknown, rep.Violations)
+	if len(inconclusive) > 0 {
+		line += " INCONCLUSIVE: " + strings.Join(inconclusive, "; ")
+	}
+	t.Log(line)
+	if *runsFlag > 0 {
+		fmt.Println(line)
+	}
+}
+
+// summary logs a scenario's summary of one mode (and prints it in long
+// mode).
+func summary(t *testing.T, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
+	t.Log(line)
+	if *runsFlag > 0 {
+		fmt.Println(line)
+	}
+}
+
+// countsOf formats reasons and their counts, sorted.
+func countsOf(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ifAny(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+func newTally(sc scenario, mode string) *tally {
+	return &tally{scenario: sc.name, adapter: sc.adapter, mode: mode, byInvariant: map[string]int{}, start: time.Now()}
+}
+
+// add counts one run.
+func (tl *tally) add(rep *chaos.Report, r *run, inconclusive []string) {
+	tl.runs++
+	tl.faults += r.faults
+	tl.ops += rep.Ops
+	tl.accepted += rep.Accepted
+	tl.stale += rep.Stale
+	tl.resourceStale += rep.ResourceStale
+	if len(rep.TimedOut) > 0 {
+		tl.timeouts++
+	}
+	if len(inconclusive) > 0 {
+		tl.inconclusive++
+	}
+	if rep.Violated() {
+		tl.violating++
+		for inv, n := range rep.Violations {
+			tl.byInvariant[inv] += n
+		}
+	}
+}
+
+// done adds the tally to the long mode's table.
+func (tl *tally) done() {
+	tl.elapsed = time.Since(tl.start)
+	tablesMu.Lock()
+	tables = append(tables, tl)
+	tablesMu.Unlock()
 }
 
 // oneRun runs holders against the resource while the nemesis injects
@@ -233,6 +358,8 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		rand:   rand.New(rand.NewPCG(seed, 0)),
 		rec:    &chaos.Recorder{},
 		reads:  make(chan readEvent),
+
+		nemesisDone: make(chan struct{}),
 	}
 	defer func() {
 		for _, f := range slices.Backward(r.cleanups) {
@@ -251,7 +378,10 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		<-done
 	})
 	defer stopHolders() // also when the nemesis fails the test
-	w.nemesis(r)
+	func() {
+		defer close(r.nemesisDone) // before stopHolders: holders may wait on it
+		w.nemesis(r)
+	}()
 	stopHolders()
 	if w.settle != nil {
 		w.settle(t)
@@ -261,11 +391,11 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		h.Resource = ops
 	}
 	if w.landed != nil {
-		ids, err := w.landed(r)
+		ops, err := w.landed(r, h.Ops)
 		if err != nil {
-			t.Errorf("landed writes: %v", err)
+			t.Errorf("the resource's journal: %v", err)
 		}
-		h.Resource = landedOps(h.Ops, ids)
+		h.Resource = ops
 	}
 	h.Final = map[string]chaos.Final{}
 	for _, res := range []string{chaos.Counter, chaos.Note} {
@@ -357,6 +487,8 @@ type httpResource struct {
 	// prepare, if set, is applied to each run's journal before the run's
 	// requests can reach it.
 	prepare func(r *run, j *chaos.Journal)
+	// stall, if set, is each run's chaos.HTTPResource.Stall.
+	stall func(r *run, client int) <-chan struct{}
 }
 
 func newHTTPResource(t *testing.T, proxied bool) *httpResource {
@@ -396,6 +528,9 @@ func (hr *httpResource) resource(r *run) (*chaos.Journal, func(int) fence.Store)
 	res := chaos.NewHTTPResource(r.fenced)
 	if hr.prepare != nil {
 		hr.prepare(r, res.Journal)
+	}
+	if hr.stall != nil {
+		res.Stall = func(client int) <-chan struct{} { return hr.stall(r, client) }
 	}
 	hr.mu.Lock()
 	hr.run[r.name] = res
@@ -530,8 +665,8 @@ func printTable(out *os.File) {
 	tablesMu.Lock()
 	defer tablesMu.Unlock()
 	slices.SortStableFunc(tables, func(a, b *tally) int { return strings.Compare(a.scenario, b.scenario) })
-	fmt.Fprintf(out, "\n%-22s %-9s %-9s %5s %7s %8s %9s %8s %10s %8s  %s\n",
-		"scenario", "adapter", "mode", "runs", "faults", "ops", "accepted", "stale", "violating", "time", "violations by invariant")
+	fmt.Fprintf(out, "\n%-22s %-9s %-9s %5s %7s %8s %9s %8s %8s %10s %12s %8s  %s\n",
+		"scenario", "adapter", "mode", "runs", "faults", "ops", "accepted", "stale", "res-stale", "violating", "inconclusive", "time", "violations by invariant")
 	for _, tl := range tables {
 		var inv []string
 		for _, k := range chaos.Invariants {
@@ -542,37 +677,12 @@ func printTable(out *os.File) {
 		if tl.timeouts > 0 {
 			inv = append(inv, fmt.Sprintf("(porcupine timeouts: %d)", tl.timeouts))
 		}
-		fmt.Fprintf(out, "%-22s %-9s %-9s %5d %7d %8d %9d %8d %10d %8s  %s\n",
-			tl.scenario, tl.adapter, tl.mode, tl.runs, tl.faults, tl.ops, tl.accepted, tl.stale, tl.violating,
-			tl.elapsed.Round(time.Second), strings.Join(inv, " "))
+		fmt.Fprintf(out, "%-22s %-9s %-9s %5d %7d %8d %9d %8d %8d %10d %12d %8s  %s\n",
+			tl.scenario, tl.adapter, tl.mode, tl.runs, tl.faults, tl.ops, tl.accepted, tl.stale, tl.resourceStale, tl.violating,
+			tl.inconclusive, tl.elapsed.Round(time.Second), strings.Join(inv, " "))
 	}
 }
 
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
-
-// landedOps makes a resource journal out of the order in which calls
-// landed at a resource that ignores fences: each call as its holder sent
-// it, accepted, at its position. A read whose reply was lost is left out:
-// what it returned is not known.
-func landedOps(ops []chaos.Op, ids []int64) []chaos.Op {
-	byID := map[int64]chaos.Op{}
-	for _, op := range ops {
-		byID[op.ID] = op
-	}
-	var out []chaos.Op
-	for i, id := range ids {
-		op, ok := byID[id]
-		if !ok || (op.Input.Op == chaos.OpGet && op.Output.Result != chaos.ResultOK) {
-			continue
-		}
-		if op.Input.Op != chaos.OpGet {
-			op.Output = chaos.Output{Result: chaos.ResultOK}
-		}
-		op.Err = ""
-		op.Call, op.Return = int64(2*i), int64(2*i+1)
-		out = append(out, op)
-	}
-	return out
-}

@@ -143,6 +143,17 @@ func (r *Recorder) MaxToken() int64 {
 	return m
 }
 
+// AcquisitionOf returns the acquisition of lease, if recorded.
+func (r *Recorder) AcquisitionOf(lease string) (Acquisition, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := slices.IndexFunc(r.h.Leases, func(a Acquisition) bool { return a.Lease == lease })
+	if i < 0 {
+		return Acquisition{}, false
+	}
+	return r.h.Leases[i], true
+}
+
 // Any reports whether an operation recorded so far satisfies pred.
 func (r *Recorder) Any(pred func(Op) bool) bool {
 	r.mu.Lock()

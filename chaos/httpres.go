@@ -34,12 +34,26 @@ const (
 )
 
 // HTTPResource is one run's resource behind httpfence.Middleware.
+//
+// Its journal records each accepted call where the resource's logic
+// performs it, in the handler behind the middleware, and each call the
+// middleware turned away (a stale fence) around the middleware. Nothing
+// holds a lock across the middleware and the handler but the middleware
+// itself: were it not to serialise a resource's check and write, a stale
+// write could land after a newer one, and the journal would show it.
 type HTTPResource struct {
-	// Journal records every decision, in the order the resource made
-	// them; its Store is the handler's storage of values (a Plain: the
-	// resource's logic does not check fences, the middleware does), for
-	// Load.
+	// Journal records every decision; its Store is the handler's storage
+	// of values (a Plain: the resource's logic does not check fences, the
+	// middleware does), for Load.
 	Journal *Journal
+
+	// Stall, if set, is asked by the handler before it performs a write
+	// of Counter that the middleware admitted: if it returns a channel,
+	// the handler waits for it to close and then performs the write, even
+	// if its client gave up meanwhile, as a resource whose storage stalls
+	// after the fence check would. The middleware must keep the resource
+	// to itself all that time.
+	Stall func(client int) <-chan struct{}
 
 	handler http.Handler
 }
@@ -48,21 +62,42 @@ type HTTPResource struct {
 // against a fence.Memory of its own; unfenced (the negative control),
 // the middleware is Optional and the holders send no fence.
 func NewHTTPResource(fenced bool) *HTTPResource {
-	data := &Plain{}
+	res := &HTTPResource{Journal: &Journal{Store: &Plain{}}}
 	mw := &httpfence.Middleware{
 		Store:    &fence.Memory{},
 		Resource: func(r *http.Request) (string, bool) { return r.URL.Query().Get("resource"), true },
 		Optional: !fenced,
 	}
-	return &HTTPResource{Journal: &Journal{Store: data}, handler: mw.Handler(valueHandler(data))}
+	res.handler = mw.Handler(res.valueHandler())
+	return res
 }
 
-// valueHandler is the resource's own logic: it reads and writes values,
-// with the fence the middleware admitted (recorded for Load only).
-func valueHandler(data *Plain) http.Handler {
+// exchange is one request's passage through the resource: what the
+// harness's headers say it is, and whether it reached the handler.
+type exchange struct {
+	in      Input
+	reached bool
+}
+
+type exchangeKey struct{}
+
+// valueHandler is the resource's own logic: it reads and writes values.
+// Its store is the journal over the values, which records each call with
+// the fence the holder meant to send (in the unfenced control the
+// middleware admits requests without one).
+func (res *HTTPResource) valueHandler() http.Handler {
+	j := res.Journal
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, _ := httpfence.FromContext(r.Context())
-		resource := r.URL.Query().Get("resource")
+		x := r.Context().Value(exchangeKey{}).(*exchange)
+		x.reached = true
+		resource, f := x.in.Resource, x.in.Fence
+		ctx := r.Context()
+		if client, _, ok := OpFrom(ctx); ok && x.in.Op == OpPut && resource == Counter && res.Stall != nil {
+			if stall := res.Stall(client); stall != nil {
+				<-stall
+				ctx = context.WithoutCancel(ctx)
+			}
+		}
 		var v []byte
 		var err error
 		switch r.URL.Path {
@@ -72,11 +107,11 @@ func valueHandler(data *Plain) http.Handler {
 				http.Error(w, rerr.Error(), http.StatusBadRequest)
 				return
 			}
-			err = data.Put(r.Context(), resource, f, body)
+			err = j.Put(ctx, resource, f, body)
 		case "/get":
-			v, err = data.Get(r.Context(), resource, f)
+			v, err = j.Get(ctx, resource, f)
 		case "/delete":
-			err = data.Delete(r.Context(), resource, f)
+			err = j.Delete(ctx, resource, f)
 		default:
 			http.NotFound(w, r)
 			return
@@ -92,8 +127,8 @@ func valueHandler(data *Plain) http.Handler {
 	})
 }
 
-// ServeHTTP serves one request through the middleware and records the
-// decision in the Journal.
+// ServeHTTP serves one request through the middleware; a decision the
+// middleware made alone goes to the Journal from here.
 func (res *HTTPResource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
@@ -116,17 +151,27 @@ func (res *HTTPResource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var client int
 	var id int64
-	if _, err := fmt.Sscanf(r.Header.Get(opHeader), "%d/%d", &client, &id); err == nil {
+	_, err = fmt.Sscanf(r.Header.Get(opHeader), "%d/%d", &client, &id)
+	tagged := err == nil
+	if tagged {
 		ctx = WithOp(ctx, client, id)
 	}
-	var rec response
-	res.Journal.Record(ctx, in, func() ([]byte, error) {
-		rec = response{header: http.Header{}, status: http.StatusOK}
-		req := r.WithContext(ctx)
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		res.handler.ServeHTTP(&rec, req)
-		return decode(in.Op, rec.status, rec.header, rec.body.Bytes())
-	})
+	x := &exchange{in: in}
+	rec := response{header: http.Header{}, status: http.StatusOK}
+	req := r.WithContext(context.WithValue(ctx, exchangeKey{}, x))
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	call := now()
+	res.handler.ServeHTTP(&rec, req)
+	ret := now()
+	v, err := decode(in.Op, rec.status, rec.header, rec.body.Bytes())
+	if !x.reached {
+		// The middleware's check ran within [call, ret], under its own
+		// serialisation.
+		res.Journal.Add(ctx, in, v, err, call, ret)
+	}
+	if err == nil && tagged && in.Op == OpGet && in.Resource == Counter && res.Journal.AfterRead != nil {
+		res.Journal.AfterRead(client, in.Fence)
+	}
 	for k, vs := range rec.header {
 		w.Header()[k] = vs
 	}
@@ -135,7 +180,8 @@ func (res *HTTPResource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // response captures a response, so that the journal records the
-// decision before the reply leaves.
+// decision, and the nemesis may pause the reader, before the reply
+// leaves.
 type response struct {
 	header      http.Header
 	status      int

@@ -37,7 +37,7 @@ const counterLead = time.Minute
 // its retention, issue 11.1) would make the next token smaller than the
 // held one: issued-order, and the resource would take the stale write.
 func TestLongHold(t *testing.T) {
-	runScenario(t, scenario{name: "long-hold", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "long-hold", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		admin := srv.Client(t)
 		opts := lockOptions()

@@ -30,7 +30,7 @@ import (
 // be followed by a release with its owner value that ran, and the key must
 // not hold that owner once the release ran.
 func TestLostReply(t *testing.T) {
-	runScenario(t, scenario{name: "lost-reply", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "lost-reply", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		admin := srv.Client(t)
 		lr := &lostReplies{admin: admin}

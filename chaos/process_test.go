@@ -95,7 +95,7 @@ func TestHolderProcessPause(t *testing.T) {
 	if os.Getenv(holderEnv) != "" {
 		t.Skip("inside a holder process")
 	}
-	runScenario(t, scenario{name: "holder-process-pause", adapter: "http", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "holder-process-pause", adapter: "http", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		hr := newHTTPResource(t, false)
 		hr.prepare = func(r *run, j *chaos.Journal) {

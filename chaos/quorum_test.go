@@ -15,7 +15,7 @@ import (
 // without its data and then another: the holder's lease is left on a
 // minority of nodes, and another holder takes a majority.
 func TestQuorumNodeLoss(t *testing.T) {
-	runScenario(t, scenario{name: "quorum-node-loss", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "quorum-node-loss", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		var nodes []*redistest.Server
 		for range 3 {
 			nodes = append(nodes, redistest.New(t))

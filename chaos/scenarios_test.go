@@ -12,7 +12,7 @@ import (
 // lease expires, another holder takes the lock and writes, and the paused
 // holder then writes with its old fence.
 func TestHolderPause(t *testing.T) {
-	runScenario(t, scenario{name: "holder-pause", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "holder-pause", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		return s.world(memoryResource, holderPause(s))
 	}})
@@ -33,7 +33,7 @@ func holderPause(s *standalone) fault {
 // for longer than the TTL: its renewals cannot arrive, its lease expires,
 // and another holder writes before it does. The resource stays reachable.
 func TestPartition(t *testing.T) {
-	runScenario(t, scenario{name: "partition", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "partition", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		return s.world(memoryResource, fault{
 			longOnly: true,
@@ -49,7 +49,7 @@ func TestPartition(t *testing.T) {
 // the lock, a newer holder reads and writes, and the delayed write then
 // arrives at the resource.
 func TestDelayedRequest(t *testing.T) {
-	runScenario(t, scenario{name: "delayed-request", adapter: "http", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "delayed-request", adapter: "http", shortRuns: 3, control: lateRequest, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		hr := newHTTPResource(t, true)
 		return s.world(hr.resource, fault{
@@ -65,7 +65,7 @@ func TestDelayedRequest(t *testing.T) {
 // while a holder computes: when it continues, the lock has expired, the
 // holder's renewal fails, and a waiter takes the lock.
 func TestServerPause(t *testing.T) {
-	runScenario(t, scenario{name: "server-pause", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "server-pause", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		return s.world(memoryResource, fault{
 			longOnly: true,
@@ -80,7 +80,7 @@ func TestServerPause(t *testing.T) {
 // computes: the lock and the token counter are gone, a waiter takes the
 // lock at once, and its token comes from the clock floor.
 func TestRestart(t *testing.T) {
-	runScenario(t, scenario{name: "restart", adapter: "memory", shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "restart", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		return s.world(memoryResource, fault{
 			longOnly: true,

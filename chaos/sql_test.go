@@ -43,7 +43,7 @@ func TestHolderPausePostgres(t *testing.T) {
 // journal: serialising the calls to record them would hide the
 // database's own concurrency control).
 func holderPauseSQL(t *testing.T, adapter string, d sqlfence.Dialect, open func(t *testing.T) *sql.DB) {
-	runScenario(t, scenario{name: "holder-pause", adapter: adapter, shortRuns: 3, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "holder-pause", adapter: adapter, shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		s := newStandalone(t)
 		db := open(t)
 		return s.world(func(r *run) (*chaos.Journal, func(int) fence.Store) {

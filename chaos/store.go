@@ -94,16 +94,19 @@ func (p *Plain) set(ctx context.Context, resource string, e Final) error {
 	return nil
 }
 
-// Journal wraps the store at the resource and records every decision in
-// the order the resource made it: calls are serialised, so the journal's
-// order is the resource's. Calls carry their holder and operation ID in
-// the context (WithOp).
+// Journal wraps the store at the resource and records every decision:
+// each call with its result, called just before it reaches the store
+// and returned just after, so that the store's own atomic step lies
+// within. It does not serialise the calls: what the resource is meant to
+// serialise (fence.Memory's check and record, httpfence.Middleware's
+// check and handler) must do so by itself, or the checks see it. Calls
+// carry their holder and operation ID in the context (WithOp).
 type Journal struct {
 	Store fence.Store
 
-	// AfterRead, if set, is called after an accepted fenced read, before
-	// its reply leaves the resource: the nemesis's hook for pausing the
-	// reader.
+	// AfterRead, if set, is called by the HTTP resource after an accepted
+	// fenced read of Counter, before its reply leaves the resource: the
+	// nemesis's hook for pausing the reader.
 	AfterRead func(client int, f fence.Fence)
 
 	mu  sync.Mutex
@@ -122,7 +125,7 @@ func (j *Journal) Put(ctx context.Context, resource string, f fence.Fence, value
 
 // Get records and forwards a fenced read.
 func (j *Journal) Get(ctx context.Context, resource string, f fence.Fence) ([]byte, error) {
-	return j.Record(ctx, Input{Resource: resource, Op: OpGet, Fence: f}, func() ([]byte, error) {
+	return j.do(ctx, Input{Resource: resource, Op: OpGet, Fence: f}, func() ([]byte, error) {
 		return j.Store.Get(ctx, resource, f)
 	})
 }
@@ -147,32 +150,24 @@ func (j *Journal) Ops() []Op {
 	return append([]Op(nil), j.ops...)
 }
 
-// Record records the decision call makes on in, serialised with every
-// other call, and returns what call returned. After an accepted read of
-// Counter it calls AfterRead. It is how a resource that is not a
-// fence.Store (the HTTP resource) is journaled.
-func (j *Journal) Record(ctx context.Context, in Input, call func() ([]byte, error)) ([]byte, error) {
-	v, err := j.do(ctx, in, call)
-	if err == nil && in.Op == OpGet && in.Resource == Counter && j.AfterRead != nil {
-		if t, ok := opFrom(ctx); ok {
-			j.AfterRead(t.client, in.Fence)
-		}
-	}
-	return v, err
-}
-
-func (j *Journal) do(ctx context.Context, in Input, f func() ([]byte, error)) ([]byte, error) {
+// Add records a decision made in front of the store (httpfence's
+// rejection of a stale fence), between call and ret (ns), with what the
+// caller was told.
+func (j *Journal) Add(ctx context.Context, in Input, v []byte, err error, call, ret int64) {
 	tag, _ := opFrom(ctx)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	op := Op{ID: tag.id, Client: tag.client, Input: in, Call: now()}
-	v, err := f()
-	op.Return = now()
-	op.Output = outcome(in.Op, v, err)
+	op := Op{ID: tag.id, Client: tag.client, Input: in, Output: outcome(in.Op, v, err), Call: call, Return: ret}
 	if err != nil {
 		op.Err = err.Error()
 	}
+	j.mu.Lock()
 	j.ops = append(j.ops, op)
+	j.mu.Unlock()
+}
+
+func (j *Journal) do(ctx context.Context, in Input, f func() ([]byte, error)) ([]byte, error) {
+	call := now()
+	v, err := f()
+	j.Add(ctx, in, v, err, call, now())
 	return v, err
 }
 

@@ -1,46 +1,77 @@
 /*
  * quorum.pml: one lock kept on N = 3 independent Redis masters (quorum.go,
- * NewQuorum), two clients, one fenced resource. README.md maps each part
- * to the code and explains the bounds.
+ * NewQuorum), two clients, one fenced resource: the proposal protocol.
+ * README.md maps each part to the code and explains the bounds.
  *
- * Time is abstracted away; what it decides is kept as nondeterminism:
- *   - a lock set by an attempt cannot expire while that attempt can still
- *     succeed: it was set after the attempt's start and expires TTL later
- *     on its node, while the attempt succeeds only if it ends within
- *     TTL - drift of its start. An attempt may run out of validity at any
- *     moment, and then gives up; the locks of attempts that have ended
- *     (leases included) may expire at any moment;
- *   - the clock floor, max(stored + 1, TIME), gives stored + 1 or one
- *     more (the node's clock ahead of its counter).
+ * An attempt proposes a token P to every node; node i, if the lock is
+ * free, takes it and issues t = max(stored + 1, clock, min(P, clock +
+ * CAP)) (acquire.lua). Once a majority locked, the token is the greatest
+ * issued; if a majority issued it, that is the lease (one round trip),
+ * else it is written back (quorum_writeback.lua) to the nodes that
+ * issued less, and a majority must accept: raise only if lower, and only
+ * where this attempt holds the lock (the owner check). Requests still out
+ * when a round is decided may land later: a late acquire takes the lock
+ * and issues, a late write-back raises a counter; a lease also writes its
+ * token back, unwaited, to the nodes that did not issue it.
+ *
+ * Time: the true time now (0..TMAX) moves on at any moment; a node's
+ * clock is anywhere within DMAX of it at each script (a clock stepped
+ * back or forward within DMAX). Lock expiry is kept apart from time, as
+ * nondeterminism, soundly: a lock taken by an attempt cannot expire while
+ * that attempt can still succeed (it was set after the attempt's start
+ * and lives TTL on its node, while the attempt succeeds only within TTL -
+ * drift of its start), and the locks of attempts that ended, leases
+ * included, may expire at any moment. An attempt may run out of validity
+ * at any moment, and then gives up, releasing every node.
+ *
  * With RESTART, one node (a minority) restarts without persistence,
- * losing its locks and its counter, and serves again with its clock past
- * every token issued before: the clock-floor assumption, stated directly
- * (single.pml checks it in terms of clock error and outage).
+ * losing its locks and its counter, and serves again OUT or more after
+ * it crashed, with its clock (within DMAX) as its only floor. OUT is
+ * longer than the cap plus the clocks' disagreement: the clock-floor
+ * assumption, in time (FAILURE_MODEL.md); SHORT_OUTAGE breaks it.
  *
  * Properties: P1 tokens increase (an acquisition that begins after a
  * lease completed gets a greater token), P2 no two leases share a token
- * (NO_P2 leaves it out), P3/P3b (fence.pml), P4 released by its owner
- * only.
- * Variant WB_OWNER_CHECK: the write-back is accepted only by nodes where
- * the attempt still holds the lock.
- * Negative controls: NO_WRITEBACK, and TIE_NO_LEASE in fence.pml.
+ * (NO_P2 leaves it out), P3/P3b (fence.pml), P4 released by its owner only.
+ * Negative controls: NO_WB_OWNER_CHECK (the write-back before the fix),
+ * NO_CAP (a proposal raises a token without bound), NO_STORED_FLOOR (the
+ * token from the clock and the proposal alone, without stored + 1),
+ * NO_WRITEBACK (the greatest token without a write-back), SHORT_OUTAGE,
+ * and TIE_NO_LEASE in fence.pml.
  */
 
 #ifndef ATTEMPTS
 #define ATTEMPTS 2	/* acquisition attempts in one history */
 #endif
-#ifdef COUNTERS_AHEAD
-#define CLOCK_AHEAD	false	/* every node's counter is ahead of its clock */
-#else
-#define CLOCK_AHEAD	true
+#ifndef TMAX
+#define TMAX 8
 #endif
+#ifndef DMAX
+#define DMAX	0	/* a node's clock is within DMAX of true time */
+#endif
+#define CAP	2	/* acquire.lua: at most CAP above the node's clock */
+#define LEAD	1	/* quorum.go: the proposal, CAP > LEAD above the client's clock */
+/* The outage: a restarted node's clock (>= now - DMAX) must pass every
+ * token issued before the crash (<= its time + DMAX + CAP, + 1 for each
+ * further script on one node within one time unit, which a µs clock
+ * would not allow: ATTEMPTS - 1). */
+#ifdef SHORT_OUTAGE
+#define OUT	CAP
+#else
+#define OUT	(2 * DMAX + CAP + ATTEMPTS)
+#endif
+#define FAR	(TMAX + OUT + DMAX + 1)	/* proposed by a client clock far ahead: above every clock */
+/* COUNTERS_AHEAD: every counter starts ahead of every clock (by AHEAD or
+ * AHEAD + 1), as in TestQuorum_tokensAcrossMajorities: only the counters,
+ * not the clocks, carry tokens forward. */
+#define AHEAD	(TMAX + DMAX + CAP + 1)
 #define TOKMAX	30	/* tokens must fit the 32-bit ghost set "used" */
 #define N	3
 #define MAJ	2
 
 #define IDLE	0
-#define R1	1	/* round 1: the acquire script on every node */
-#define WB	2	/* round 2: quorum_writeback.lua on every node */
+#define R1	1	/* round 1: acquire.lua on every node */
+#define WB	2	/* round 2: quorum_writeback.lua to the nodes that issued less */
 #define HOLD	3
 
 /* P3 by tokens: a lease is accepted only with a token above every token
@@ -51,22 +82,29 @@
 #define STALE_OK(b, d)	((d) > resMaxB)
 #include "fence.pml"
 
+byte now;		/* true time */
 bool up[N] = true;
-bool restarted;		/* the faulty node has restarted: node 2, as the
+bool restarted;		/* the faulty node has crashed: node 2, as the
 			   clients treat the nodes alike */
-byte rfloor;		/* its clock once back: no token below this */
-#define FAULTY	2
+byte crashAt;		/* when it crashed, while it is down */
+#define FAULTY 2
 byte lockOwn[N];	/* owner value = attempt number, 0 = absent */
 byte ctr[N];		/* token counter, 0 = absent */
 
 /* per client: the attempt, then the lease */
 byte ph[2];
-byte asked[2];		/* nodes this round has asked */
+byte prop[2];		/* the attempt's proposal */
+byte asked[2];		/* R1: nodes that answered; WB, HOLD: nodes sent the write-back */
+byte late[2];		/* R1 requests still out after the round was decided */
 byte yes[2], no[2];
-byte tok[2];		/* round 1: greatest token issued; then the token */
+byte tok[2];		/* R1: greatest token issued; then the token */
+byte atTok[2];		/* R1: nodes that issued tok */
 byte own[2];		/* owner value of the attempt = lease ID */
 bool fen[2];		/* tok/own are a lease's fence, kept after release */
 byte fl[2];		/* ghost: greatest token of leases completed before start */
+#ifdef PROBE_FAST
+bool slow[2];		/* ghost: a write-back was tallied */
+#endif
 
 /* ghosts */
 byte att;		/* attempts so far */
@@ -76,14 +114,20 @@ int used;		/* bit t: some lease has token t */
 #endif
 
 #define BIT(i)		(1 << (i))
+#define COUNT(m)	(((m) & 1) + (((m) >> 1) & 1) + (((m) >> 2) & 1))
 bool probe;		/* reachability probes, see single.pml */
 #define PROBE(cond)	assert(probe || !(cond))
-#ifdef WB_OWNER_CHECK
-#define WB_HELD(i, c)	(lockOwn[i] == own[c])
-#else
+#ifdef NO_WB_OWNER_CHECK
 #define WB_HELD(i, c)	true
+#else
+#define WB_HELD(i, c)	(lockOwn[i] == own[c])
 #endif
 #define RUNNING(c)	(ph[c] == R1 || ph[c] == WB)
+#ifdef NO_LATE
+#define WBOUT(c)	(ph[c] == WB)
+#else
+#define WBOUT(c)	(ph[c] == WB || ph[c] == HOLD)	/* write-backs still out after the lease */
+#endif
 /* a lock that may expire: not one of an attempt still running */
 #define MAY_EXPIRE(o)	(!(RUNNING(0) && own[0] == (o)) && !(RUNNING(1) && own[1] == (o)))
 
@@ -95,21 +139,43 @@ bool probe;		/* reachability probes, see single.pml */
 	:: c2 -> i = 2 \
 	fi
 
-/* rfloor := max(rfloor, every counter + 1): counters only grow until
- * the restart, so this is one more than every token issued so far */
-inline floorUp() {
-	for (j : 0 .. N - 1) {
-		if
-		:: ctr[j] >= rfloor -> rfloor = ctr[j] + 1
-		:: else -> skip
-		fi
-	}
-	j = 0
+/* acquire.lua on node i for client c's attempt, the lock free: take it
+ * and issue t = max(stored + 1, clock, min(proposal, clock + CAP)), the
+ * clock anywhere within DMAX of now; inside atomic */
+inline issue(c, i) {
+	t = now + DMAX;
+	do
+	:: t > 0 && t + DMAX > now -> t--
+	:: break
+	od;
+#ifdef NO_CAP
+	p = prop[c];
+#else
+	p = t + CAP;
+	if
+	:: prop[c] < p -> p = prop[c]
+	:: else -> skip
+	fi;
+#endif
+#ifndef NO_STORED_FLOOR
+	if
+	:: ctr[i] + 1 > t -> t = ctr[i] + 1
+	:: else -> skip
+	fi;
+#endif
+	if
+	:: p > t -> t = p
+	:: else -> skip
+	fi;
+	assert(t < TOKMAX);	/* a bound of the model, not a property */
+	ctr[i] = t; lockOwn[i] = own[c];
+	p = 0
 }
 
 /* Canonical values for what can no longer matter: a lock whose attempt
- * no client runs or holds any more is only waiting to expire (STALE);
- * an old fence that the resource will never accept again is dropped. */
+ * no client runs or holds any more is only waiting to expire (STALE); an
+ * old fence that the resource will never accept again is dropped; what
+ * an attempt no longer uses is zeroed. */
 #define STALE	15
 #define LIVE(o)	((ph[0] != IDLE && own[0] == (o)) || (ph[1] != IDLE && own[1] == (o)))
 inline tidy() {
@@ -123,6 +189,10 @@ inline tidy() {
 		if
 		:: ph[j] == IDLE && fen[j] && !FENCE_OK(tok[j], own[j]) ->
 			fen[j] = false; tok[j] = 0; own[j] = 0; fl[j] = 0
+		:: else -> skip
+		fi;
+		if
+		:: ph[j] != R1 && late[j] == 0 -> prop[j] = 0
 		:: else -> skip
 		fi
 	}
@@ -142,21 +212,36 @@ inline releaseEach(c) {
 	i = 0
 }
 
-inline fail(c) {
-	releaseEach(c);
-	printf("@ client %d attempt %d: failed, released every node\n", c, own[c]);
-	asked[c] = 0; yes[c] = 0; no[c] = 0; fl[c] = 0; tok[c] = 0; ph[c] = IDLE;
+/* An attempt or lease ends: the requests still out are dropped (a late
+ * acquire, landing just before the release waits for it, is an
+ * interleaving of its own). */
+inline ended(c) {
+	asked[c] = 0; late[c] = 0; atTok[c] = 0; yes[c] = 0; no[c] = 0; ph[c] = IDLE;
 	tidy()
 }
 
+inline fail(c) {
+	releaseEach(c);
+	printf("@ client %d attempt %d: failed, released every node\n", c, own[c]);
+	fl[c] = 0; tok[c] = 0;
+	ended(c)
+}
+
 proctype client(byte c) {
-	byte i, j, t;
+	byte i, j, t, p;
 	do
 	:: atomic {
 			ph[c] == IDLE && att < ATTEMPTS ->
 			att++; own[c] = att; tok[c] = 0; fen[c] = false;
 			fl[c] = doneMax; ph[c] = R1;
-			printf("@ client %d attempt %d: starts (greatest token of a completed lease: %d)\n", c, att, doneMax);
+			/* the client's clock: right (a node that runs the
+			 * script later, or whose clock is ahead, finds the
+			 * proposal behind), or far ahead */
+			if
+			:: prop[c] = now + LEAD
+			:: prop[c] = FAR
+			fi;
+			printf("@ t=%d client %d attempt %d: starts, proposes %d (greatest token of a completed lease: %d)\n", now, c, att, prop[c], doneMax);
 			tidy()
 		}
 	::	/* one node answers round 1: acquire.lua */
@@ -167,68 +252,82 @@ proctype client(byte c) {
 			asked[c] = asked[c] | BIT(i);
 			if
 			:: up[i] && lockOwn[i] == 0 ->
-				/* token = max(stored + 1, clock) */
-				t = ctr[i] + 1;
+				issue(c, i);
+				yes[c]++;
+				printf("@ t=%d client %d attempt %d: node %d locked, issued %d\n", now, c, own[c], i, t);
 				if
-				:: i == FAULTY && rfloor > t -> t = rfloor
-				:: else -> skip
-				fi;
-				if
-				:: skip
-				:: CLOCK_AHEAD -> t++	/* the node's clock is ahead */
-				fi;
-				assert(t < TOKMAX);	/* a bound of the model, not a property */
-				ctr[i] = t;
-				if
-				:: i == FAULTY && t >= rfloor -> rfloor = 0
-				:: else -> skip
-				fi;
-				lockOwn[i] = own[c]; yes[c]++;
-				printf("@ client %d attempt %d: node %d locked, issued %d\n", c, own[c], i, t);
-				if
-				:: t > tok[c] -> tok[c] = t
+				:: t > tok[c] -> tok[c] = t; atTok[c] = BIT(i)
+				:: t == tok[c] -> atTok[c] = atTok[c] | BIT(i)
 				:: else -> skip
 				fi
 			:: else -> no[c]++;	/* held by another owner, or down */
-				printf("@ client %d attempt %d: node %d refused\n", c, own[c], i)
+				printf("@ t=%d client %d attempt %d: node %d refused\n", now, c, own[c], i)
 			fi;
 			if
 			:: yes[c] >= MAJ ->
-				/* decided: requests still out are dropped; the token
-				 * is one more than the greatest */
-				tok[c] = tok[c] + 1;
-				printf("@ client %d attempt %d: majority locked, token %d\n", c, own[c], tok[c]);
-				asked[c] = 0; yes[c] = 0; no[c] = 0;
+				/* decided: the greatest token; the nodes that
+				 * issued it have accepted it */
+				late[c] = 7 & ~asked[c];
+#ifdef PROBE_FAST
+				slow[c] = false;
+#endif
+				asked[c] = atTok[c]; yes[c] = COUNT(atTok[c]); no[c] = 0; atTok[c] = 0;
 #ifdef NO_WRITEBACK
 				yes[c] = MAJ;
 #endif
+				printf("@ t=%d client %d attempt %d: majority locked, token %d, issued by %d nodes\n", now, c, own[c], tok[c], COUNT(asked[c]));
 				ph[c] = WB
 			:: no[c] > N - MAJ -> fail(c)
 			:: else -> skip
 			fi;
 			i = 0; t = 0
 		}
-	::	/* one node answers round 2: quorum_writeback.lua, raise only
-		 * if lower */
+#ifndef NO_LATE
+	::	/* a round-1 request still out lands: takes the lock, issues,
+		 * is not tallied */
 		atomic {
-			PICK(ph[c] == WB && yes[c] < MAJ && (asked[c] & BIT(0)) == 0,
-			     ph[c] == WB && yes[c] < MAJ && (asked[c] & BIT(1)) == 0,
-			     ph[c] == WB && yes[c] < MAJ && (asked[c] & BIT(2)) == 0);
+			PICK((ph[c] == WB || ph[c] == HOLD) && (late[c] & BIT(0)) != 0,
+			     (ph[c] == WB || ph[c] == HOLD) && (late[c] & BIT(1)) != 0,
+			     (ph[c] == WB || ph[c] == HOLD) && (late[c] & BIT(2)) != 0);
+			late[c] = late[c] & ~BIT(i);
+			if
+			:: up[i] && lockOwn[i] == 0 ->
+				issue(c, i);
+				printf("@ t=%d client %d attempt %d: late, node %d locked, issued %d\n", now, c, own[c], i, t)
+			:: else -> skip
+			fi;
+			i = 0; t = 0;
+			tidy()
+		}
+#endif
+	::	/* one node answers the write-back, quorum_writeback.lua: in
+		 * round 2, or after the lease, unwaited */
+		atomic {
+			PICK(WBOUT(c) && (asked[c] & BIT(0)) == 0,
+			     WBOUT(c) && (asked[c] & BIT(1)) == 0,
+			     WBOUT(c) && (asked[c] & BIT(2)) == 0);
 			asked[c] = asked[c] | BIT(i);
 			if
 			:: up[i] && ctr[i] < tok[c] && WB_HELD(i, c) ->
-				ctr[i] = tok[c]; yes[c]++;
+				ctr[i] = tok[c];
 				if
-				:: i == FAULTY && tok[c] >= rfloor -> rfloor = 0
+				:: ph[c] == WB -> yes[c]++
+#ifdef PROBE_FAST
+					; slow[c] = true
+#endif
 				:: else -> skip
 				fi;
-				printf("@ client %d attempt %d: node %d took write-back %d\n", c, own[c], i, tok[c])
-			:: else -> no[c]++;
-				printf("@ client %d attempt %d: node %d refused write-back %d (stores %d)\n", c, own[c], i, tok[c], ctr[i])
+				printf("@ t=%d client %d attempt %d: node %d took write-back %d\n", now, c, own[c], i, tok[c])
+			:: else ->
+				if
+				:: ph[c] == WB -> no[c]++
+				:: else -> skip
+				fi;
+				printf("@ t=%d client %d attempt %d: node %d refused write-back %d (stores %d, lock of %d)\n", now, c, own[c], i, tok[c], ctr[i], lockOwn[i])
 			fi;
 			if
-			:: no[c] > N - MAJ -> fail(c)
-			:: else -> skip
+			:: ph[c] == WB && no[c] > N - MAJ -> fail(c)
+			:: else -> tidy()
 			fi;
 			i = 0
 		}
@@ -240,6 +339,9 @@ proctype client(byte c) {
 				   node 2 back and in use */
 			PROBE(restarted && up[FAULTY] && ctr[FAULTY] != 0 && fl[c] != 0);
 #endif
+#ifdef PROBE_FAST	/* a lease in one round, after an earlier lease */
+			PROBE(!slow[c] && fl[c] != 0);
+#endif
 #ifndef NO_P2
 			assert((used & (1 << tok[c])) == 0);	/* P2: no two leases share a token */
 			used = used | (1 << tok[c]);
@@ -248,59 +350,79 @@ proctype client(byte c) {
 			:: tok[c] > doneMax -> doneMax = tok[c]
 			:: else -> skip
 			fi;
-			printf("@ client %d attempt %d: LEASE, token %d\n", c, own[c], tok[c]);
-			asked[c] = 0; yes[c] = 0; no[c] = 0; fen[c] = true; ph[c] = HOLD
+			printf("@ t=%d client %d attempt %d: LEASE, token %d\n", now, c, own[c], tok[c]);
+			yes[c] = 0; no[c] = 0; fen[c] = true; ph[c] = HOLD;
+			tidy()
 		}
 	::	/* the validity runs out: give up, releasing every node */
 		atomic { RUNNING(c) -> fail(c) }
 	::	/* Release: compare-and-delete on every node */
 		atomic {
 			ph[c] == HOLD ->
-			releaseEach(c); ph[c] = IDLE;
-			printf("@ client %d lease %d: released\n", c, own[c]);
-			tidy()
+			releaseEach(c);
+			printf("@ t=%d client %d lease %d: released\n", now, c, own[c]);
+			ended(c)
 		}
+#ifdef ACCESS
 	::	/* a fenced access with the latest lease's fence, at any time,
 		 * also after the lease ended (a paused or delayed writer) */
 		atomic {
 			fen[c] ->
-			printf("@ client %d: writes with lease %d, token %d\n", c, own[c], tok[c]);
+			printf("@ t=%d client %d: writes with lease %d, token %d\n", now, c, own[c], tok[c]);
 			access(tok[c], own[c], fl[c], tok[c]);
 			tidy()
 		}
+#endif
 	od
 }
 
 proctype env() {
 	byte i, j;
 	do
+	:: atomic { now < TMAX -> now++ }
 	:: atomic {
 		/* a lock expires */
 		PICK(lockOwn[0] != 0 && MAY_EXPIRE(lockOwn[0]),
 		     lockOwn[1] != 0 && MAY_EXPIRE(lockOwn[1]),
 		     lockOwn[2] != 0 && MAY_EXPIRE(lockOwn[2]));
-		printf("@ node %d: lock of attempt %d expired\n", i, lockOwn[i]);
+		printf("@ t=%d node %d: lock of attempt %d expired\n", now, i, lockOwn[i]);
 		lockOwn[i] = 0; i = 0
 	   }
 #ifdef RESTART
 	:: atomic {
 		/* the faulty node restarts without persistence ... */
 		!restarted ->
-		restarted = true; floorUp();
+		restarted = true; crashAt = now;
 		up[FAULTY] = false; lockOwn[FAULTY] = 0; ctr[FAULTY] = 0;
-		printf("@ node %d: crashed, its data lost\n", FAULTY)
+		printf("@ t=%d node %d: crashed, its data lost\n", now, FAULTY)
 	   }
 	:: atomic {
-		/* ... and serves again, its clock past every token issued */
-		restarted && !up[FAULTY] -> up[FAULTY] = true; floorUp();
-		printf("@ node %d: back, empty, its clock at %d\n", FAULTY, rfloor)
+		/* ... and serves again, OUT or more later: time moves on
+		 * to then, if it has not yet */
+		restarted && !up[FAULTY] ->
+		if
+		:: now < crashAt + OUT -> now = crashAt + OUT
+		:: else -> skip
+		fi;
+		up[FAULTY] = true; crashAt = 0;
+		printf("@ t=%d node %d: back, empty\n", now, FAULTY)
 	   }
 #endif
 	od
 }
 
 init {
+	byte i;
 	atomic {
+#ifdef COUNTERS_AHEAD
+		for (i : 0 .. N - 1) {
+			if
+			:: ctr[i] = AHEAD
+			:: ctr[i] = AHEAD + 1
+			fi
+		}
+		i = 0;
+#endif
 		run env();
 		run client(0);
 		run client(1)

@@ -96,7 +96,11 @@ func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalCli
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted (%v) while connecting to %s", context.Cause(ctx), redactedURL(cn.url))
 	}
-	if hint := tlsHint(err); hint != "" {
+	hint := tlsHint(err)
+	if hint == "" {
+		hint = t.resetAfterHandshake(err)
+	}
+	if hint != "" {
 		return nil, fmt.Errorf("cannot reach Redis at %s: %v (%s)", redactedURL(cn.url), err, hint)
 	}
 	if context.Cause(pctx) == errNoAnswer {

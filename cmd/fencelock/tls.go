@@ -5,9 +5,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // tlsFlags are the TLS flags of every command that connects, named as
@@ -99,6 +101,21 @@ func (f *tlsFlags) apply(cmd *command, t *redisTarget) error {
 	t.seen = &tlsSeen{}
 	cfg.VerifyConnection = t.seen.record
 	return nil
+}
+
+// resetAfterHandshake says what it most likely means when a server closes
+// a TLS connection that gave no client certificate right after the
+// handshake: with TLS 1.3 the server checks the client's certificate only
+// then, and its certificate_required alert is often lost in the reset of
+// the client's first write. "" if that is not the case.
+func (t *redisTarget) resetAfterHandshake(err error) string {
+	if t.seen == nil || !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.EPIPE) {
+		return ""
+	}
+	if _, _, shook := t.seen.handshake(); !shook || len((*t.tlsConfig()).Certificates) > 0 {
+		return ""
+	}
+	return "the server closed the connection after the TLS handshake, as one does that wants a client certificate: give --cert and --key"
 }
 
 // tlsConfig returns where the target keeps its TLS configuration.

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // tlsArgs are the flags that trust pki's CA and present its client
@@ -84,7 +90,9 @@ func TestTLS_unverified(t *testing.T) {
 		{"another name", append([]string{"--redis", "rediss://" + wrongName.Addr()}, tlsArgs(pki)...),
 			[]string{"x509: cannot validate certificate for 127.0.0.1", "give --sni"}},
 		{"no client certificate", []string{"--redis", "rediss://" + s.Addr(), "--cacert", pki.CAFile},
-			[]string{"certificate required", "give --cert and --key"}},
+			// The server's certificate_required alert, or the reset
+			// that often overtakes it: either way, the same advice.
+			[]string{"give --cert and --key"}},
 		{"plain text to a TLS port", []string{"--redis", "redis://" + s.Addr()}, nil},
 		{"TLS to a plain port", []string{"--redis", "rediss://" + plain.Addr(), "--cacert", pki.CAFile, "--timeout", "1s"},
 			[]string{"does not speak TLS"}},
@@ -238,5 +246,38 @@ func TestExposed(t *testing.T) {
 	want := []string{"10.0.0.7:6379", "redis.internal:6380", "[2001:db8::1]:6379", "192.168.1.2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("exposed = %q, want %q", got, want)
+	}
+}
+
+// A reset right after a handshake that gave no client certificate is
+// taken for the server's demand of one, whose alert the reset overtook;
+// with a certificate given, or before any handshake, it is not.
+func TestResetAfterHandshake(t *testing.T) {
+	reset := fmt.Errorf("write tcp: %w", syscall.ECONNRESET)
+	for _, tc := range []struct {
+		name      string
+		handshake bool
+		cert      bool
+		err       error
+		want      bool
+	}{
+		{"reset after a handshake without a certificate", true, false, reset, true},
+		{"EOF after a handshake without a certificate", true, false, io.EOF, true},
+		{"with a client certificate", true, true, reset, false},
+		{"before any handshake", false, false, reset, false},
+		{"another error", true, false, errors.New("i/o timeout"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := &redisTarget{node: &redis.Options{TLSConfig: &tls.Config{}}, seen: &tlsSeen{}}
+			if tc.handshake {
+				target.seen.record(tls.ConnectionState{})
+			}
+			if tc.cert {
+				target.node.TLSConfig.Certificates = []tls.Certificate{{}}
+			}
+			if got := target.resetAfterHandshake(tc.err) != ""; got != tc.want {
+				t.Errorf("resetAfterHandshake(%v) gives a hint: %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

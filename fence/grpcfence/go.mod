@@ -1,6 +1,6 @@
 module github.com/fencelock/fencelock/fence/grpcfence
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/fencelock/fencelock v0.0.0
@@ -10,7 +10,7 @@ require (
 
 require (
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
