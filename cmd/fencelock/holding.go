@@ -23,6 +23,47 @@ type holding struct {
 	sigs      <-chan os.Signal
 }
 
+// prepareHolding does what run and elect do between parsing their
+// arguments and taking a lease: check the flags, find COMMAND (before
+// taking the lock: a typo should not cost a token or keep another holder
+// waiting), follow the lease's attempts and serve its metrics with
+// --metrics-addr, and connect. h lacks what comes with the lease: the
+// lease, COMMAND's environment and the signals; done closes the client
+// and the metrics page. On failure, reported, h is nil and code the exit
+// status.
+func (c *cli) prepareHolding(ctx context.Context, cmd *command, cn *conn, cf *commandFlags, name string, argv []string) (h *holding, locks *fencelock.Client, done func(), code int) {
+	target, err := cn.check(cmd)
+	if err == nil {
+		err = cf.check(cmd, cn.ttl)
+	}
+	if err != nil {
+		return nil, nil, nil, cmd.exit(err)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, nil, nil, c.fail(cmd.name, execExit(err), err)
+	}
+	a := &attempts{name: name, cmd: cmd.name, stderr: c.stderr}
+	cn.hooks = a.hooks()
+	stopMetrics := func() {}
+	if cf.metricsAt != "" {
+		hooks, stop, err := serveMetrics(cf.metricsAt)
+		if err != nil {
+			return nil, nil, nil, cmd.exit(usageError{err})
+		}
+		stopMetrics = stop
+		cn.hooks = chainHooks(cn.hooks, hooks)
+	}
+	rdb, err := cn.connect(ctx, target)
+	if err != nil {
+		code = c.fail(cmd.name, connectExit(ctx, exitNotAcquired), err)
+		stopMetrics() // after the message, as a deferred stop would
+		return nil, nil, nil, code
+	}
+	h = &holding{cmd: cmd.name, cn: cn, a: a, f: cf, path: path, argv: argv}
+	return h, cn.locks(rdb, true), func() { rdb.Close(); stopMetrics() }, exitOK
+}
+
 // release releases the lease, even if ctx is done: the lock must not
 // linger for its TTL. Not past the lease's deadline, when the lock
 // expires by itself, and not at all once the lease is lost: the lock is

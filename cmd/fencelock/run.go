@@ -75,51 +75,23 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if err == nil {
 		policy, err = wf.policy(cmd)
 	}
-	var target *redisTarget
-	if err == nil {
-		target, err = cn.check(cmd)
-	}
-	if err == nil {
-		err = cf.check(cmd, cn.ttl)
-	}
 	if err != nil {
 		return cmd.exit(err)
 	}
 	name := pos[0]
-
-	// Find the command before taking the lock: a typo should not cost a
-	// token or keep another holder waiting.
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return c.fail("run", execExit(err), err)
+	h, locks, done, code := c.prepareHolding(ctx, cmd, &cn, &cf, name, argv)
+	if h == nil {
+		return code
 	}
-
-	a := &attempts{name: name, cmd: "run", stderr: c.stderr}
-	cn.hooks = a.hooks()
-	if cf.metricsAt != "" {
-		hooks, stop, err := serveMetrics(cf.metricsAt)
-		if err != nil {
-			return cmd.exit(usageError{err})
-		}
-		defer stop()
-		cn.hooks = chainHooks(cn.hooks, hooks)
-	}
-
-	rdb, err := cn.connect(ctx, target)
-	if err != nil {
-		return c.fail("run", connectExit(ctx, exitNotAcquired), err)
-	}
-	defer rdb.Close()
-	locks := cn.locks(rdb, true)
-	lease, code := c.acquireLease(ctx, lockTaking("run", &cn, locks, name), a, policy)
+	defer done()
+	lease, code := c.acquireLease(ctx, lockTaking("run", &cn, locks, name), h.a, policy)
 	if lease == nil {
 		return code
 	}
 	sigs := make(chan os.Signal, 8)
 	stop := c.notify(sigs)
 	defer stop()
-	h := &holding{cmd: "run", cn: &cn, a: a, f: &cf, lease: lease, path: path, argv: argv,
-		env: leaseEnv(c.environ(), lease), sigs: sigs}
+	h.lease, h.env, h.sigs = lease, leaseEnv(c.environ(), lease), sigs
 	if ctx.Err() != nil { // interrupted between acquire and now
 		h.release(ctx)
 		return c.fail("run", exitNotAcquired, errors.New("interrupted before COMMAND started"))
