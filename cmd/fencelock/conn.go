@@ -115,6 +115,38 @@ func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalCli
 
 var errNoAnswer = errors.New("no answer within --timeout")
 
+// dial checks cn's flags and connects, for the commands that do nothing
+// in between. A failure is reported, and comes as a nil client with the
+// exit status: 2 for a usage error, 125 if Redis does not answer.
+func (c *cli) dial(ctx context.Context, cmd *command, cn *conn) (redis.UniversalClient, int) {
+	target, err := cn.check(cmd)
+	if err != nil {
+		return nil, cmd.exit(err)
+	}
+	rdb, err := cn.connect(ctx, target)
+	if err != nil {
+		return nil, c.fail(cmd.name, exitInternal, err)
+	}
+	return rdb, exitOK
+}
+
+// dialName parses args as exactly one lock NAME, then dials; with -h, or
+// on failure, the client is nil.
+func (c *cli) dialName(ctx context.Context, cmd *command, cn *conn, args []string) (string, redis.UniversalClient, int) {
+	pos, _, dashes, err := cmd.parse(args)
+	if err == nil {
+		err = oneName(pos, dashes)
+	}
+	if err != nil {
+		return "", nil, cmd.exit(err)
+	}
+	rdb, code := c.dial(ctx, cmd, cn)
+	if rdb == nil {
+		return "", nil, code
+	}
+	return pos[0], rdb, exitOK
+}
+
 // request returns a context for one request that does not wait for a
 // lock: bounded by --timeout.
 func (cn *conn) request(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"time"
 
@@ -86,42 +85,20 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	if err == nil && loopDelay < 0 {
 		err = usageErrorf("%s is negative", cmd.source("loop-delay"))
 	}
-	var target *redisTarget
-	if err == nil {
-		target, err = cn.check(cmd)
-	}
-	if err == nil {
-		err = cf.check(cmd, cn.ttl)
-	}
 	if err != nil {
 		return cmd.exit(err)
 	}
 	name := pos[0]
+	h, locks, done, code := c.prepareHolding(ctx, cmd, &cn, &cf, name, argv)
+	if h == nil {
+		return code
+	}
+	defer done()
 	if !cmd.set("value") {
 		host, _ := os.Hostname()
 		value = fmt.Sprintf("%s pid %d", host, os.Getpid())
 	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return c.fail("elect", execExit(err), err)
-	}
-
-	a := &attempts{name: name, cmd: "elect", stderr: c.stderr}
-	cn.hooks = a.hooks()
-	if cf.metricsAt != "" {
-		hooks, stop, err := serveMetrics(cf.metricsAt)
-		if err != nil {
-			return cmd.exit(usageError{err})
-		}
-		defer stop()
-		cn.hooks = chainHooks(cn.hooks, hooks)
-	}
-	rdb, err := cn.connect(ctx, target)
-	if err != nil {
-		return c.fail("elect", connectExit(ctx, exitNotAcquired), err)
-	}
-	defer rdb.Close()
-	e := cn.locks(rdb, true).Election(name)
+	e := locks.Election(name)
 	tk := &taking{cmd: "elect", name: name,
 		wait: func(ctx context.Context) (*fencelock.Lease, error) { return e.Campaign(ctx, value) },
 		held: func(ctx context.Context, after string) string { return ledMessage(ctx, &cn, e, after) },
@@ -129,8 +106,9 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	sigs := make(chan os.Signal, 8)
 	stop := c.notify(sigs)
 	defer stop()
+	h.sigs = sigs
 	for {
-		lease, code := c.acquireLease(ctx, tk, a, policy)
+		lease, code := c.acquireLease(ctx, tk, h.a, policy)
 		if lease == nil {
 			if loop && ctx.Err() != nil {
 				return exitOK
@@ -140,8 +118,7 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 		for len(sigs) > 0 { // signals from before this leadership were not COMMAND's
 			<-sigs
 		}
-		h := &holding{cmd: "elect", cn: &cn, a: a, f: &cf, lease: lease, path: path, argv: argv,
-			env: leaseEnv(c.environ(), lease, "FENCELOCK_TERM="+strconv.FormatInt(lease.Token(), 10)), sigs: sigs}
+		h.lease, h.env = lease, leaseEnv(c.environ(), lease, "FENCELOCK_TERM="+strconv.FormatInt(lease.Token(), 10))
 		if ctx.Err() != nil {
 			h.release(ctx)
 			if loop {

@@ -56,21 +56,9 @@ func (c *cli) leader(ctx context.Context, args []string) int {
 	cn.addConn(cmd)
 	cmd.fs.BoolVar(&asJSON, "json", false, "print JSON (with --watch, one object per line)")
 	cmd.fs.BoolVar(&watch, "watch", false, "print every change of leader until interrupted")
-	pos, _, dashes, err := cmd.parse(args)
-	if err == nil {
-		err = oneName(pos, dashes)
-	}
-	var target *redisTarget
-	if err == nil {
-		target, err = cn.check(cmd)
-	}
-	if err != nil {
-		return cmd.exit(err)
-	}
-	name := pos[0]
-	rdb, err := cn.connect(ctx, target)
-	if err != nil {
-		return c.fail("leader", exitInternal, err)
+	name, rdb, code := c.dialName(ctx, cmd, &cn, args)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
 	opts := &fencelock.Options{Prefix: cn.prefix, RenewInterval: -1,

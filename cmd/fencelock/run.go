@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -76,51 +75,23 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if err == nil {
 		policy, err = wf.policy(cmd)
 	}
-	var target *redisTarget
-	if err == nil {
-		target, err = cn.check(cmd)
-	}
-	if err == nil {
-		err = cf.check(cmd, cn.ttl)
-	}
 	if err != nil {
 		return cmd.exit(err)
 	}
 	name := pos[0]
-
-	// Find the command before taking the lock: a typo should not cost a
-	// token or keep another holder waiting.
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return c.fail("run", execExit(err), err)
+	h, locks, done, code := c.prepareHolding(ctx, cmd, &cn, &cf, name, argv)
+	if h == nil {
+		return code
 	}
-
-	a := &attempts{name: name, cmd: "run", stderr: c.stderr}
-	cn.hooks = a.hooks()
-	if cf.metricsAt != "" {
-		hooks, stop, err := serveMetrics(cf.metricsAt)
-		if err != nil {
-			return cmd.exit(usageError{err})
-		}
-		defer stop()
-		cn.hooks = chainHooks(cn.hooks, hooks)
-	}
-
-	rdb, err := cn.connect(ctx, target)
-	if err != nil {
-		return c.fail("run", connectExit(ctx, exitNotAcquired), err)
-	}
-	defer rdb.Close()
-	locks := cn.locks(rdb, true)
-	lease, code := c.acquireLease(ctx, lockTaking("run", &cn, locks, name), a, policy)
+	defer done()
+	lease, code := c.acquireLease(ctx, lockTaking("run", &cn, locks, name), h.a, policy)
 	if lease == nil {
 		return code
 	}
 	sigs := make(chan os.Signal, 8)
 	stop := c.notify(sigs)
 	defer stop()
-	h := &holding{cmd: "run", cn: &cn, a: a, f: &cf, lease: lease, path: path, argv: argv,
-		env: leaseEnv(c.environ(), lease), sigs: sigs}
+	h.lease, h.env, h.sigs = lease, leaseEnv(c.environ(), lease), sigs
 	if ctx.Err() != nil { // interrupted between acquire and now
 		h.release(ctx)
 		return c.fail("run", exitNotAcquired, errors.New("interrupted before COMMAND started"))
@@ -187,86 +158,6 @@ func leaseEnv(environ []string, lease *fencelock.Lease, extra ...string) []strin
 		"FENCELOCK_FENCE="+lease.Fence().String(),
 	)
 	return append(env, extra...)
-}
-
-// holding is COMMAND to run while a lease holds.
-type holding struct {
-	cmd       string // "run" or "elect", for messages
-	cn        *conn
-	a         *attempts
-	f         *commandFlags
-	lease     *fencelock.Lease
-	path      string
-	argv, env []string
-	sigs      <-chan os.Signal
-}
-
-// release releases the lease, even if ctx is done: the lock must not
-// linger for its TTL. Not past the lease's deadline, when the lock
-// expires by itself, and not at all once the lease is lost: the lock is
-// gone or not ours.
-func (h *holding) release(ctx context.Context) error {
-	end := time.Now().Add(h.cn.timeout)
-	if d := h.lease.Deadline(); d.Before(end) {
-		end = d
-	}
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
-	defer cancel()
-	if h.lease.Context().Err() != nil {
-		cancel()
-	}
-	return h.lease.Release(rctx)
-}
-
-// hold runs COMMAND with the stop guarantee (see supervisor), releases
-// the lease when COMMAND has ended, and returns the exit status: the
-// command's own, or 124 if the lease ran out or was lost, 125-127 if
-// COMMAND could not be run.
-func (c *cli) hold(ctx context.Context, h *holding) int {
-	g, err := startGuard(h.path, h.argv, h.env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !h.f.foreground)
-	if err != nil {
-		h.release(ctx)
-		return c.fail(h.cmd, exitInternal, err)
-	}
-	ttl := h.cn.ttl
-	s := &supervisor{cmd: h.cmd, g: g, name: h.lease.Name(), lease: h.lease, grace: h.f.grace, sigs: h.sigs, stderr: c.stderr, renewErr: h.a.renewErr,
-		// As much again as the library keeps between the deadline and
-		// Redis's expiry for clock drift (TTL/100 + 2ms), for the kill.
-		killLead: min(h.f.grace, ttl/100+2*time.Millisecond)}
-	res := s.run()
-	rerr := h.release(ctx)
-
-	switch {
-	case res.failed != 0:
-		return c.fail(h.cmd, res.failed, res.err)
-	case res.err != nil:
-		return c.fail(h.cmd, exitInternal, res.err)
-	case res.stopped != "":
-		how := "exited after SIGTERM"
-		if res.killed {
-			how = "was killed with SIGKILL"
-		}
-		if res.strays {
-			how += ", and what it left running in its process group was killed with SIGKILL"
-		}
-		end := "the lease was lost"
-		switch {
-		case res.lost != nil, errors.Is(rerr, fencelock.ErrLeaseLost):
-		case rerr == nil:
-			end = "the lease, renewed after all, is released"
-		default:
-			end = "the lock expires after its TTL (release: " + message(rerr) + ")"
-		}
-		fmt.Fprintf(c.stderr, "fencelock %s: COMMAND %s (%s); %s\n", h.cmd, how, res.status, end)
-		return exitLeaseLost
-	case errors.Is(rerr, fencelock.ErrLeaseLost):
-		// Lost while COMMAND ran, though the keeper had not noticed yet.
-		fmt.Fprintf(c.stderr, "fencelock %s: %s (COMMAND %s)\n", h.cmd, message(rerr), res.status)
-		return exitLeaseLost
-	case rerr != nil:
-		fmt.Fprintf(c.stderr, "fencelock %s: %s; the lock expires after its TTL\n", h.cmd, message(rerr))
-	}
-	return res.code
 }
 
 // connectExit is the exit status after connect failed: 125, or code if

@@ -189,16 +189,12 @@ func (c *cli) attached(ctx context.Context, name string, args []string, about st
 			cmd.from["ttl"] = "the lease's TTL on standard input"
 		}
 	}
-	var target *redisTarget
-	if err == nil {
-		target, err = cn.check(cmd)
-	}
 	if err != nil {
 		return cmd.exit(err)
 	}
-	rdb, err := cn.connect(ctx, target)
-	if err != nil {
-		return c.fail(name, exitInternal, err)
+	rdb, code := c.dial(ctx, cmd, &cn)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
 	lease, err := cn.locks(rdb, false).Attach(info.Name, info.Secret, info.Token)
@@ -344,26 +340,15 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	cmd := c.command("status", "[flags] NAME", statusAbout, statusExits)
 	cn.addConn(cmd)
 	cmd.fs.BoolVar(&asJSON, "json", false, "print JSON")
-	pos, _, dashes, err := cmd.parse(args)
-	if err == nil {
-		err = oneName(pos, dashes)
-	}
-	var target *redisTarget
-	if err == nil {
-		target, err = cn.check(cmd)
-	}
-	if err != nil {
-		return cmd.exit(err)
-	}
-	rdb, err := cn.connect(ctx, target)
-	if err != nil {
-		return c.fail("status", exitInternal, err)
+	name, rdb, code := c.dialName(ctx, cmd, &cn, args)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
 	rctx, cancel := cn.request(ctx)
 	defer cancel()
-	st := lockStatus{Name: pos[0]}
-	h, err := cn.locks(rdb, false).Holder(rctx, pos[0])
+	st := lockStatus{Name: name}
+	h, err := cn.locks(rdb, false).Holder(rctx, name)
 	switch {
 	case err == nil:
 		st.Held, st.Lease, st.Token = true, h.LeaseID, h.Token
