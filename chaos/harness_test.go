@@ -588,45 +588,74 @@ func between(r *rand.Rand, lo, hi float64) time.Duration {
 // targeted is the nemesis of most scenarios: for runFor, it aims f at a
 // holder that has just read the counter (with probability 3/4, one
 // fault at a time), heals it after f.hold, and heals everything at the
-// end. Timers decide when faults end; nothing asserts on timing.
+// end.
 func targeted(f fault) func(r *run) {
 	return func(r *run) {
-		end := time.NewTimer(runFor)
-		defer end.Stop()
-		var (
-			healC  <-chan time.Time
-			victim = -1
-			stall  chan struct{}
-		)
-		healNow := func() {
-			if victim >= 0 && f.heal != nil {
-				f.heal(r.t, victim)
-			}
-			if stall != nil {
-				close(stall)
-			}
-			victim, stall, healC = -1, nil, nil
+		skip := func(ev readEvent) bool {
+			return (f.longOnly && ev.compute < ttl) || (f.shortOnly && ev.compute >= ttl)
 		}
-		defer healNow()
-		for {
-			select {
-			case <-end.C:
-				return
-			case <-healC:
-				healNow()
-			case ev := <-r.reads:
-				if victim >= 0 || (f.longOnly && ev.compute < ttl) || (f.shortOnly && ev.compute >= ttl) || r.rand.IntN(4) == 0 {
-					ev.reply <- nil
-					continue
+		aimAtReads(r, skip, func(ev readEvent) (<-chan struct{}, time.Duration, func()) {
+			victim := ev.client
+			var stall chan struct{}
+			if f.stall {
+				stall = make(chan struct{})
+			}
+			f.inject(r.t, victim)
+			r.faults++
+			// f.hold after f.inject: TestQuorumNodeLoss's hold picks the
+			// node its heal and its next inject restart.
+			hold := f.hold(r.rand)
+			return stall, hold, func() {
+				if f.heal != nil {
+					f.heal(r.t, victim)
 				}
-				victim = ev.client
-				if f.stall {
-					stall = make(chan struct{})
+				if stall != nil {
+					close(stall)
 				}
-				f.inject(r.t, victim)
-				ev.reply <- stall
-				r.faults++
-				healC = time.After(f.hold(r.rand))
+			}
+		})
+	}
+}
+
+// aimAtReads is the loop of the nemeses that aim one fault at a time at a
+// holder that has just read the counter. For runFor, while no fault is in
+// force, it hands aim each read that skip (nil: none) lets through, with
+// probability 3/4, and answers the read with the stall aim returns (nil:
+// none); aim's fault is then in force for its hold, after which its heal
+// (nil: nothing to undo) runs. A zero hold puts nothing in force. What is
+// in force at the end is healed. The other reads are answered at once.
+// Timers decide when faults end; nothing asserts on timing.
+func aimAtReads(r *run, skip func(readEvent) bool, aim func(readEvent) (stall <-chan struct{}, hold time.Duration, heal func())) {
+	end := time.NewTimer(runFor)
+	defer end.Stop()
+	var (
+		healC <-chan time.Time
+		heal  func()
+	)
+	healNow := func() {
+		if heal != nil {
+			heal()
+		}
+		heal, healC = nil, nil
+	}
+	defer healNow()
+	for {
+		select {
+		case <-end.C:
+			return
+		case <-healC:
+			healNow()
+		case ev := <-r.reads:
+			// The draw comes last, only for reads that may be faulted: a
+			// seed recorded before replays the same faults.
+			if healC != nil || (skip != nil && skip(ev)) || r.rand.IntN(4) == 0 {
+				ev.reply <- nil
+				continue
+			}
+			stall, hold, h := aim(ev)
+			ev.reply <- stall
+			if hold > 0 {
+				heal, healC = h, time.After(hold)
 			}
 		}
 	}
