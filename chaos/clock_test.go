@@ -9,7 +9,6 @@ import (
 	"github.com/fencelock/fencelock/chaos"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // newFakeTimeStandalone is newStandalone with the lock Redis under
@@ -18,15 +17,7 @@ import (
 // if libfaketime is not installed.
 func newFakeTimeStandalone(t *testing.T) *standalone {
 	redistest.RequireFakeTime(t)
-	s := &standalone{srv: redistest.Start(t, &redistest.Options{FakeTime: true})}
-	for range holderCount {
-		p := redistest.NewProxy(t, s.srv.Addr())
-		rdb := redis.NewClient(redisOptions(p.Addr()))
-		t.Cleanup(func() { rdb.Close() })
-		s.proxies = append(s.proxies, p)
-		s.clients = append(s.clients, lockClient(rdb))
-	}
-	return s
+	return standaloneOn(t, redistest.Start(t, &redistest.Options{FakeTime: true}))
 }
 
 // TestClockJump steps the lock Redis's wall clock while a holder

@@ -669,8 +669,11 @@ type standalone struct {
 	clients []*fencelock.Client
 }
 
-func newStandalone(t *testing.T) *standalone {
-	s := &standalone{srv: redistest.New(t)}
+func newStandalone(t *testing.T) *standalone { return standaloneOn(t, redistest.New(t)) }
+
+// standaloneOn is the standalone world of lock Redis srv.
+func standaloneOn(t *testing.T, srv *redistest.Server) *standalone {
+	s := &standalone{srv: srv}
 	for range holderCount {
 		p := redistest.NewProxy(t, s.srv.Addr())
 		rdb := redis.NewClient(redisOptions(p.Addr()))
