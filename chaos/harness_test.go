@@ -184,6 +184,25 @@ var (
 	tables   []*tally
 )
 
+// runSeeds returns how many runs to make per mode (runs, -chaos.runs, or
+// one replaying -chaos.seed), whether they replay, and run i's seed.
+func runSeeds(runs int) (int, bool, func(i int) uint64) {
+	replay := *seedFlag != 0
+	switch {
+	case replay:
+		runs = 1
+	case *runsFlag > 0:
+		runs = *runsFlag
+	}
+	base := rand.Uint64() >> 16
+	return runs, replay, func(i int) uint64 {
+		if replay {
+			return *seedFlag
+		}
+		return base + uint64(i)
+	}
+}
+
 // runScenario runs sc's runs in both modes and asserts: no fenced run
 // violates an invariant; the fenced runs are conclusive (each injected a
 // fault and saw a stale rejection, and porcupine decided), but for a few
@@ -199,21 +218,7 @@ func runScenario(t *testing.T, sc scenario) {
 	if t.Failed() {
 		return
 	}
-	runs := sc.shortRuns
-	replay := *seedFlag != 0
-	switch {
-	case replay:
-		runs = 1
-	case *runsFlag > 0:
-		runs = *runsFlag
-	}
-	base := rand.Uint64() >> 16
-	seed := func(i int) uint64 {
-		if replay {
-			return *seedFlag
-		}
-		return base + uint64(i)
-	}
+	runs, replay, seed := runSeeds(sc.shortRuns)
 
 	// Fenced: every run must hold every invariant; runs until runs of
 	// them were conclusive, or too many were not.
