@@ -128,7 +128,7 @@ func mustFind(t *testing.T, w *world, name, inv string) {
 		mode := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
 		tl := newTally(sc, mode)
 		ctl := &chaos.Control{Want: sc.control}
-		for i := range runs {
+		for i := 0; moreControlRuns(i, runs, replay, ctl); i++ {
 			rep, r := oneRun(t, w, seed(i), fenced)
 			if rep == nil {
 				return // the deployment broke; already reported

@@ -257,7 +257,7 @@ func runScenario(t *testing.T, sc scenario) {
 	// Unfenced: the negative control.
 	tl = newTally(sc, "unfenced")
 	ctl := &chaos.Control{Want: sc.control}
-	for i := range runs {
+	for i := 0; moreControlRuns(i, runs, replay, ctl); i++ {
 		rep, r := oneRun(t, w, seed(i), false)
 		if rep == nil {
 			return
@@ -276,6 +276,17 @@ func runScenario(t *testing.T, sc scenario) {
 }
 
 // logRun logs one run's line (and prints it in long mode).
+// moreControlRuns reports whether a negative control that has made i
+// runs makes another: always while i < runs; in a short test (no
+// -chaos.runs, no -chaos.seed) also while it does not hold, up to
+// chaos.ControlRuns(runs).
+func moreControlRuns(i, runs int, replay bool, ctl *chaos.Control) bool {
+	if i < runs {
+		return true
+	}
+	return !replay && *runsFlag == 0 && i < chaos.ControlRuns(runs) && ctl.Failures() != nil
+}
+
 func logRun(t *testing.T, sc scenario, mode string, i int, seed uint64, rep *chaos.Report, r *run, inconclusive []string) {
 	t.Helper()
 	line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d resource-stale=%d unknown=%d violations=%v",
