@@ -179,7 +179,7 @@ func TestInconclusive(t *testing.T) {
 }
 
 func TestMaxInconclusive(t *testing.T) {
-	for _, c := range []struct{ runs, want int }{{1, 1}, {3, 1}, {19, 1}, {20, 2}, {200, 20}} {
+	for _, c := range []struct{ runs, want int }{{1, 2}, {3, 2}, {20, 2}, {29, 2}, {30, 3}, {200, 20}} {
 		if got := MaxInconclusive(c.runs); got != c.want {
 			t.Errorf("MaxInconclusive(%d) = %d, want %d", c.runs, got, c.want)
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/fencelock/fencelock/chaos"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // newFakeTimeStandalone is newStandalone with the lock Redis under
@@ -18,15 +17,7 @@ import (
 // if libfaketime is not installed.
 func newFakeTimeStandalone(t *testing.T) *standalone {
 	redistest.RequireFakeTime(t)
-	s := &standalone{srv: redistest.Start(t, &redistest.Options{FakeTime: true})}
-	for range holderCount {
-		p := redistest.NewProxy(t, s.srv.Addr())
-		rdb := redis.NewClient(redisOptions(p.Addr()))
-		t.Cleanup(func() { rdb.Close() })
-		s.proxies = append(s.proxies, p)
-		s.clients = append(s.clients, lockClient(rdb))
-	}
-	return s
+	return standaloneOn(t, redistest.Start(t, &redistest.Options{FakeTime: true}))
 }
 
 // TestClockJump steps the lock Redis's wall clock while a holder
@@ -131,32 +122,20 @@ func TestClockJumpCounterLost(t *testing.T) {
 // chaos.ControlShare percent of the runs of each mode violate inv: a
 // scenario whose fault the checker must find, fenced or not.
 func mustFind(t *testing.T, w *world, name, inv string) {
-	runs := 3
-	replay := *seedFlag != 0
-	switch {
-	case replay:
-		runs = 1
-	case *runsFlag > 0:
-		runs = *runsFlag
-	}
+	runs, replay, seed := runSeeds(3)
 	sc := scenario{name: name, adapter: "memory", control: []string{inv}}
-	base := rand.Uint64() >> 16
 	for _, fenced := range []bool{true, false} {
 		mode := map[bool]string{true: "fenced", false: "unfenced"}[fenced]
 		tl := newTally(sc, mode)
 		ctl := &chaos.Control{Want: sc.control}
-		for i := range runs {
-			seed := base + uint64(i)
-			if replay {
-				seed = *seedFlag
-			}
-			rep, r := oneRun(t, w, seed, fenced)
+		for i := 0; moreControlRuns(i, runs, replay, ctl); i++ {
+			rep, r := oneRun(t, w, seed(i), fenced)
 			if rep == nil {
 				return // the deployment broke; already reported
 			}
 			tl.add(rep, r, nil)
 			ctl.Add(rep)
-			logRun(t, sc, mode, i, seed, rep, r, nil)
+			logRun(t, sc, mode, i, seed(i), rep, r, nil)
 			if len(rep.Details) > 0 && i == 0 {
 				t.Logf("first run's findings:\n\t%s", strings.Join(rep.Details, "\n\t"))
 			}

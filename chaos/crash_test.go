@@ -210,58 +210,33 @@ func addInFlight(r *run, killed []*holderProc, streams []chaos.History) {
 // a pause of it. A kill's replacement starts at once; a pause is healed
 // after 2–4 TTLs, a kill's cool-down is 2 TTLs.
 func (ph *procHolders) nemesis(r *run) {
-	end := time.NewTimer(runFor)
-	defer end.Stop()
-	var (
-		healC  <-chan time.Time
-		paused *holderProc
-	)
-	healNow := func() {
-		if paused != nil {
-			paused.cmd.Process.Signal(syscall.SIGCONT)
-		}
-		paused, healC = nil, nil
-	}
-	defer healNow()
-	for {
-		select {
-		case <-end.C:
-			return
-		case <-healC:
-			healNow()
-		case ev := <-r.reads:
-			if healC != nil || r.rand.IntN(4) == 0 {
-				ev.reply <- nil
-				continue
+	aimAtReads(r, nil, func(ev readEvent) (<-chan struct{}, time.Duration, func()) {
+		r.faults++
+		ph.mu.Lock()
+		defer ph.mu.Unlock()
+		reader := ph.procs[ev.client]
+		switch kind := r.faults % 4; {
+		case reader == nil:
+			return nil, 0, nil
+		case kind == 1 || kind == 3: // a pause
+			if err := reader.cmd.Process.Signal(syscall.SIGSTOP); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				r.t.Errorf("SIGSTOP holder %d: %v", ev.client, err)
 			}
-			r.faults++
-			ph.mu.Lock()
-			reader := ph.procs[ev.client]
-			switch kind := r.faults % 4; {
-			case reader == nil:
-			case kind == 1 || kind == 3: // a pause
-				if err := reader.cmd.Process.Signal(syscall.SIGSTOP); err != nil && !errors.Is(err, os.ErrProcessDone) {
-					r.t.Errorf("SIGSTOP holder %d: %v", ev.client, err)
-				}
-				paused = reader
-				healC = time.After(between(r.rand, 2, 4))
-			default: // a kill: mid-hold (the reader) or mid-acquire (another)
-				victim := reader
-				if kind == 2 {
-					for id, p := range ph.procs {
-						if id != ev.client {
-							victim = p
-							break
-						}
+			return nil, between(r.rand, 2, 4), func() { reader.cmd.Process.Signal(syscall.SIGCONT) }
+		default: // a kill: mid-hold (the reader) or mid-acquire (another)
+			victim := reader
+			if kind == 2 {
+				for id, p := range ph.procs {
+					if id != ev.client {
+						victim = p
+						break
 					}
 				}
-				ph.kill(victim)
-				healC = time.After(2 * ttl)
 			}
-			ph.mu.Unlock()
-			ev.reply <- nil
+			ph.kill(victim)
+			return nil, 2 * ttl, nil
 		}
-	}
+	})
 }
 
 // kill kills p with SIGKILL and starts its replacement; the caller holds

@@ -184,6 +184,25 @@ var (
 	tables   []*tally
 )
 
+// runSeeds returns how many runs to make per mode (runs, -chaos.runs, or
+// one replaying -chaos.seed), whether they replay, and run i's seed.
+func runSeeds(runs int) (int, bool, func(i int) uint64) {
+	replay := *seedFlag != 0
+	switch {
+	case replay:
+		runs = 1
+	case *runsFlag > 0:
+		runs = *runsFlag
+	}
+	base := rand.Uint64() >> 16
+	return runs, replay, func(i int) uint64 {
+		if replay {
+			return *seedFlag
+		}
+		return base + uint64(i)
+	}
+}
+
 // runScenario runs sc's runs in both modes and asserts: no fenced run
 // violates an invariant; the fenced runs are conclusive (each injected a
 // fault and saw a stale rejection, and porcupine decided), but for a few
@@ -199,21 +218,7 @@ func runScenario(t *testing.T, sc scenario) {
 	if t.Failed() {
 		return
 	}
-	runs := sc.shortRuns
-	replay := *seedFlag != 0
-	switch {
-	case replay:
-		runs = 1
-	case *runsFlag > 0:
-		runs = *runsFlag
-	}
-	base := rand.Uint64() >> 16
-	seed := func(i int) uint64 {
-		if replay {
-			return *seedFlag
-		}
-		return base + uint64(i)
-	}
+	runs, replay, seed := runSeeds(sc.shortRuns)
 
 	// Fenced: every run must hold every invariant; runs until runs of
 	// them were conclusive, or too many were not.
@@ -252,7 +257,7 @@ func runScenario(t *testing.T, sc scenario) {
 	// Unfenced: the negative control.
 	tl = newTally(sc, "unfenced")
 	ctl := &chaos.Control{Want: sc.control}
-	for i := range runs {
+	for i := 0; moreControlRuns(i, runs, replay, ctl); i++ {
 		rep, r := oneRun(t, w, seed(i), false)
 		if rep == nil {
 			return
@@ -271,6 +276,17 @@ func runScenario(t *testing.T, sc scenario) {
 }
 
 // logRun logs one run's line (and prints it in long mode).
+// moreControlRuns reports whether a negative control that has made i
+// runs makes another: always while i < runs; in a short test (no
+// -chaos.runs, no -chaos.seed) also while it does not hold, up to
+// chaos.ControlRuns(runs).
+func moreControlRuns(i, runs int, replay bool, ctl *chaos.Control) bool {
+	if i < runs {
+		return true
+	}
+	return !replay && *runsFlag == 0 && i < chaos.ControlRuns(runs) && ctl.Failures() != nil
+}
+
 func logRun(t *testing.T, sc scenario, mode string, i int, seed uint64, rep *chaos.Report, r *run, inconclusive []string) {
 	t.Helper()
 	line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d resource-stale=%d unknown=%d violations=%v",
@@ -588,45 +604,74 @@ func between(r *rand.Rand, lo, hi float64) time.Duration {
 // targeted is the nemesis of most scenarios: for runFor, it aims f at a
 // holder that has just read the counter (with probability 3/4, one
 // fault at a time), heals it after f.hold, and heals everything at the
-// end. Timers decide when faults end; nothing asserts on timing.
+// end.
 func targeted(f fault) func(r *run) {
 	return func(r *run) {
-		end := time.NewTimer(runFor)
-		defer end.Stop()
-		var (
-			healC  <-chan time.Time
-			victim = -1
-			stall  chan struct{}
-		)
-		healNow := func() {
-			if victim >= 0 && f.heal != nil {
-				f.heal(r.t, victim)
-			}
-			if stall != nil {
-				close(stall)
-			}
-			victim, stall, healC = -1, nil, nil
+		skip := func(ev readEvent) bool {
+			return (f.longOnly && ev.compute < ttl) || (f.shortOnly && ev.compute >= ttl)
 		}
-		defer healNow()
-		for {
-			select {
-			case <-end.C:
-				return
-			case <-healC:
-				healNow()
-			case ev := <-r.reads:
-				if victim >= 0 || (f.longOnly && ev.compute < ttl) || (f.shortOnly && ev.compute >= ttl) || r.rand.IntN(4) == 0 {
-					ev.reply <- nil
-					continue
+		aimAtReads(r, skip, func(ev readEvent) (<-chan struct{}, time.Duration, func()) {
+			victim := ev.client
+			var stall chan struct{}
+			if f.stall {
+				stall = make(chan struct{})
+			}
+			f.inject(r.t, victim)
+			r.faults++
+			// f.hold after f.inject: TestQuorumNodeLoss's hold picks the
+			// node its heal and its next inject restart.
+			hold := f.hold(r.rand)
+			return stall, hold, func() {
+				if f.heal != nil {
+					f.heal(r.t, victim)
 				}
-				victim = ev.client
-				if f.stall {
-					stall = make(chan struct{})
+				if stall != nil {
+					close(stall)
 				}
-				f.inject(r.t, victim)
-				ev.reply <- stall
-				r.faults++
-				healC = time.After(f.hold(r.rand))
+			}
+		})
+	}
+}
+
+// aimAtReads is the loop of the nemeses that aim one fault at a time at a
+// holder that has just read the counter. For runFor, while no fault is in
+// force, it hands aim each read that skip (nil: none) lets through, with
+// probability 3/4, and answers the read with the stall aim returns (nil:
+// none); aim's fault is then in force for its hold, after which its heal
+// (nil: nothing to undo) runs. A zero hold puts nothing in force. What is
+// in force at the end is healed. The other reads are answered at once.
+// Timers decide when faults end; nothing asserts on timing.
+func aimAtReads(r *run, skip func(readEvent) bool, aim func(readEvent) (stall <-chan struct{}, hold time.Duration, heal func())) {
+	end := time.NewTimer(runFor)
+	defer end.Stop()
+	var (
+		healC <-chan time.Time
+		heal  func()
+	)
+	healNow := func() {
+		if heal != nil {
+			heal()
+		}
+		heal, healC = nil, nil
+	}
+	defer healNow()
+	for {
+		select {
+		case <-end.C:
+			return
+		case <-healC:
+			healNow()
+		case ev := <-r.reads:
+			// The draw comes last, only for reads that may be faulted: a
+			// seed recorded before replays the same faults.
+			if healC != nil || (skip != nil && skip(ev)) || r.rand.IntN(4) == 0 {
+				ev.reply <- nil
+				continue
+			}
+			stall, hold, h := aim(ev)
+			ev.reply <- stall
+			if hold > 0 {
+				heal, healC = h, time.After(hold)
 			}
 		}
 	}
@@ -640,8 +685,11 @@ type standalone struct {
 	clients []*fencelock.Client
 }
 
-func newStandalone(t *testing.T) *standalone {
-	s := &standalone{srv: redistest.New(t)}
+func newStandalone(t *testing.T) *standalone { return standaloneOn(t, redistest.New(t)) }
+
+// standaloneOn is the standalone world of lock Redis srv.
+func standaloneOn(t *testing.T, srv *redistest.Server) *standalone {
+	s := &standalone{srv: srv}
 	for range holderCount {
 		p := redistest.NewProxy(t, s.srv.Addr())
 		rdb := redis.NewClient(redisOptions(p.Addr()))

@@ -83,54 +83,25 @@ func (rs *resourceStall) heal(r *run, client int, ch chan struct{}) bool {
 func (rs *resourceStall) nemesis(s *standalone) func(r *run) {
 	pause := holderPause(s)
 	return func(r *run) {
-		end := time.NewTimer(runFor)
-		defer end.Stop()
-		var (
-			healC   <-chan time.Time
-			heal    func()
-			stalled bool
-		)
-		healNow := func() {
-			if heal != nil {
-				heal()
-			}
-			heal, healC = nil, nil
-		}
-		defer healNow()
-		for {
-			select {
-			case <-end.C:
-				return
-			case <-healC:
-				healNow()
-			case ev := <-r.reads:
-				if heal != nil || r.rand.IntN(4) == 0 {
-					ev.reply <- nil
-					continue
-				}
-				v := ev.client
-				if ev.compute < ttl && !stalled {
-					stalled = true
-					ch := rs.arm(r, v)
-					heal = func() {
-						if rs.heal(r, v, ch) {
-							r.faults++
-						}
+		var stalled bool
+		aimAtReads(r, nil, func(ev readEvent) (<-chan struct{}, time.Duration, func()) {
+			v := ev.client
+			if ev.compute < ttl && !stalled {
+				stalled = true
+				ch := rs.arm(r, v)
+				return nil, between(r.rand, 4, 6), func() {
+					if rs.heal(r, v, ch) {
+						r.faults++
 					}
-					ev.reply <- nil
-					healC = time.After(between(r.rand, 4, 6))
-					continue
 				}
-				pause.inject(r.t, v)
-				stall := make(chan struct{})
-				heal = func() {
-					pause.heal(r.t, v)
-					close(stall)
-				}
-				ev.reply <- stall
-				r.faults++
-				healC = time.After(pause.hold(r.rand))
 			}
-		}
+			pause.inject(r.t, v)
+			stall := make(chan struct{})
+			r.faults++
+			return stall, pause.hold(r.rand), func() {
+				pause.heal(r.t, v)
+				close(stall)
+			}
+		})
 	}
 }

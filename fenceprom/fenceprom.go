@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fence"
@@ -309,8 +310,7 @@ func (c *Collector) acquireAttempt(_ context.Context, i fencelock.AcquireAttempt
 	case errors.Is(i.Err, fencelock.ErrNotAcquired):
 		result = resultNotAcquired
 	}
-	c.attempts.WithLabelValues(c.labels(i.Name, result)...).Inc()
-	c.attemptLatency.WithLabelValues(c.labels(i.Name)...).Observe(i.Latency.Seconds())
+	c.roundTrip(c.attempts, c.attemptLatency, i.Name, result, i.Latency)
 }
 
 func (c *Collector) acquireDone(_ context.Context, i fencelock.AcquireDoneInfo) {
@@ -337,15 +337,7 @@ func (c *Collector) acquireDone(_ context.Context, i fencelock.AcquireDoneInfo) 
 
 func (c *Collector) renewDone(_ context.Context, i fencelock.RenewInfo) {
 	c.sawLock(i.Name)
-	result := resultError
-	switch {
-	case i.Err == nil:
-		result = resultOK
-	case errors.Is(i.Err, fencelock.ErrLeaseLost):
-		result = resultLost
-	}
-	c.renewals.WithLabelValues(c.labels(i.Name, result)...).Inc()
-	c.renewLatency.WithLabelValues(c.labels(i.Name)...).Observe(i.Latency.Seconds())
+	c.roundTrip(c.renewals, c.renewLatency, i.Name, leaseResult(i.Err), i.Latency)
 }
 
 func (c *Collector) leaseLost(_ context.Context, i fencelock.LostInfo) {
@@ -356,16 +348,27 @@ func (c *Collector) leaseLost(_ context.Context, i fencelock.LostInfo) {
 
 func (c *Collector) releaseDone(_ context.Context, i fencelock.ReleaseInfo) {
 	c.sawLock(i.Name)
-	result := resultError
-	switch {
-	case i.Err == nil:
-		result = resultOK
-	case errors.Is(i.Err, fencelock.ErrLeaseLost):
-		result = resultLost
-	}
-	c.releases.WithLabelValues(c.labels(i.Name, result)...).Inc()
-	c.releaseLatency.WithLabelValues(c.labels(i.Name)...).Observe(i.Latency.Seconds())
+	c.roundTrip(c.releases, c.releaseLatency, i.Name, leaseResult(i.Err), i.Latency)
 	c.ended(i.Name, i.LeaseID, i.Held.Seconds())
+}
+
+// leaseResult is the result of a renewal or release of a lease: ok, lost
+// (the lease had been lost, or the lock was gone or taken) or error.
+func leaseResult(err error) string {
+	switch {
+	case err == nil:
+		return resultOK
+	case errors.Is(err, fencelock.ErrLeaseLost):
+		return resultLost
+	}
+	return resultError
+}
+
+// roundTrip records one round trip on lock name: its result on counter,
+// its latency on latency.
+func (c *Collector) roundTrip(counter *prometheus.CounterVec, latency *prometheus.HistogramVec, name, result string, d time.Duration) {
+	counter.WithLabelValues(c.labels(name, result)...).Inc()
+	latency.WithLabelValues(c.labels(name)...).Observe(d.Seconds())
 }
 
 // ended records the end of a lease this Collector saw acquired: the first
