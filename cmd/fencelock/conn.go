@@ -232,7 +232,9 @@ func redisOptions(raw string, getenv func(string) string) (*redisTarget, error) 
 	case "sentinel", "cluster":
 		return nil, usageErrorf("--redis %s: write redis+%s:// (or rediss+%[2]s:// for TLS)", redact(u), u.Scheme)
 	default:
-		return nil, usageErrorf("--redis %s: scheme %q not supported; use redis://, rediss:// (TLS), unix://, redis+sentinel:// or redis+cluster://", redact(u), u.Scheme)
+		// The redacted URL shows the scheme; quoting it again would repeat
+		// a password that was typed where the scheme goes.
+		return nil, usageErrorf("--redis %s: unsupported scheme; use redis://, rediss:// (TLS), unix://, redis+sentinel:// or redis+cluster://", redact(u))
 	}
 }
 

@@ -235,6 +235,8 @@ func TestTopologyURL_usage(t *testing.T) {
 		"redis+cluster://u:secretpw@127.0.0.1:1?dial_timeout=secretpw", // bad value
 		"redis+cluster://",                                             // no node
 		"cluster://127.0.0.1:1",
+		"http://127.0.0.1:1",       // not Redis
+		"secretpw://:secretpw@h:1", // found by FuzzRedisOptions: the scheme was quoted again
 	} {
 		h := newHarness(t)
 		if got := h.run("status", "--redis", raw, "name"); got != exitUsage {
