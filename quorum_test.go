@@ -345,8 +345,13 @@ func TestQuorum_minorityDown(t *testing.T) {
 	servers[0].Kill(t)
 	servers[3].Pause(t)
 	t.Cleanup(func() { servers[3].Resume(t) })
-	// A long retry interval: only the release's publish can wake the waiter in time.
-	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: 3 * time.Second, RenewInterval: -1, RetryInterval: time.Minute})
+	// A long retry interval and a TTL longer than the wait: only the
+	// release's publish can wake the waiter in time. With exactly a
+	// majority alive, a waiter's attempt that races the release can wait
+	// for the paused node's read timeout (3 s), and the lease it gets may
+	// have spent ~2 s of its validity: a TTL of 3 s left it too little
+	// under load for the release at the end.
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: 30 * time.Second, RenewInterval: -1, RetryInterval: time.Minute})
 	ctx := t.Context()
 	l, err := c.TryAcquire(ctx, "minority")
 	if err != nil {
@@ -360,8 +365,9 @@ func TestQuorum_minorityDown(t *testing.T) {
 		err error
 	}
 	got := make(chan result, 1)
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	start := time.Now()
 	go func() {
 		l, err := c.Acquire(waitCtx, "minority")
 		got <- result{l, err}
@@ -375,6 +381,7 @@ func TestQuorum_minorityDown(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("waiting Acquire error = %v, want nil (woken by the release)", r.err)
 	}
+	t.Logf("waiter acquired after %v, %v of its lease left", time.Since(start), time.Until(r.l.Deadline()))
 	if r.l.Token() <= l.Token() {
 		t.Errorf("waiter's token = %d, want > %d", r.l.Token(), l.Token())
 	}
