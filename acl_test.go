@@ -740,6 +740,16 @@ func electionLifeCycle(ctx context.Context, name string, dial func() redis.Unive
 	if err := <-next; err != nil {
 		return fmt.Errorf("next Campaign: %w", err)
 	}
+	// The observer must see b's term: that read is of the history after
+	// an entry (XRANGE), which the first read does not make.
+	for got := range changes {
+		if got.Value == "b" {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("Observe did not send b's term: %w", context.Cause(ctx))
+	}
 	who, err := a.Leader(ctx)
 	if err != nil || who.Value != "b" {
 		return fmt.Errorf("Leader = %+v, %v; want b", who, err)
