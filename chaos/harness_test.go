@@ -275,7 +275,6 @@ func runScenario(t *testing.T, sc scenario) {
 	}
 }
 
-// logRun logs one run's line (and prints it in long mode).
 // moreControlRuns reports whether a negative control that has made i
 // runs makes another: always while i < runs; in a short test (no
 // -chaos.runs, no -chaos.seed) also while it does not hold, up to
@@ -287,6 +286,7 @@ func moreControlRuns(i, runs int, replay bool, ctl *chaos.Control) bool {
 	return !replay && *runsFlag == 0 && i < chaos.ControlRuns(runs) && ctl.Failures() != nil
 }
 
+// logRun logs one run's line (and prints it in long mode).
 func logRun(t *testing.T, sc scenario, mode string, i int, seed uint64, rep *chaos.Report, r *run, inconclusive []string) {
 	t.Helper()
 	line := fmt.Sprintf("%s %s run %d seed=%d: faults=%d ops=%d accepted=%d stale=%d resource-stale=%d unknown=%d violations=%v",
@@ -638,8 +638,9 @@ func targeted(f fault) func(r *run) {
 // force, it hands aim each read that skip (nil: none) lets through, with
 // probability 3/4, and answers the read with the stall aim returns (nil:
 // none); aim's fault is then in force for its hold, after which its heal
-// (nil: nothing to undo) runs. A zero hold puts nothing in force. What is
-// in force at the end is healed. The other reads are answered at once.
+// (nil: nothing to undo) runs. A zero hold puts nothing in force: its
+// heal runs at once, so that a stall is never left shut. What is in force
+// at the end is healed. The other reads are answered at once.
 // Timers decide when faults end; nothing asserts on timing.
 func aimAtReads(r *run, skip func(readEvent) bool, aim func(readEvent) (stall <-chan struct{}, hold time.Duration, heal func())) {
 	end := time.NewTimer(runFor)
@@ -670,8 +671,11 @@ func aimAtReads(r *run, skip func(readEvent) bool, aim func(readEvent) (stall <-
 			}
 			stall, hold, h := aim(ev)
 			ev.reply <- stall
-			if hold > 0 {
+			switch {
+			case hold > 0:
 				heal, healC = h, time.After(hold)
+			case h != nil:
+				h()
 			}
 		}
 	}
