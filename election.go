@@ -147,8 +147,10 @@ func (e *Election) leading() (*Lease, string) {
 // Election does not lead, the error wraps ErrNotLeader; if its leadership
 // was lost (the lock is gone or has another owner), it wraps ErrLeaseLost
 // too, and the lease's Context ends. On other errors (the network, Redis)
-// the value may or may not have been written. Invalid values are rejected
-// as by Campaign.
+// the value may or may not have been written; on a quorum, one written to
+// a minority of nodes only is not what Leader and Observe report, and
+// Campaign, or Proclaim, announces again. Invalid values are rejected as
+// by Campaign.
 func (e *Election) Proclaim(ctx context.Context, value string) error {
 	if err := e.check(value); err != nil {
 		return err
@@ -169,6 +171,14 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	}
 	held, err := lead.proclaim(ctx, e.name, l.ref.owner, l.token, seq, value)
 	if err != nil {
+		// Some nodes may have the value, and a majority may not: what
+		// the leader announces is unknown until it proclaims again, so
+		// that Campaign with any value does.
+		e.mu.Lock()
+		if e.lease == l {
+			e.value = ""
+		}
+		e.mu.Unlock()
 		return fmt.Errorf("proclaim %q: %w", e.name, err)
 	}
 	if !held {
@@ -234,7 +244,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		return Leader{}, err
 	}
 	views := e.read(ctx, nil, false)
-	v := decide(views, e.c.majority())
+	v := decide(views)
 	switch {
 	case !v.decided:
 		return Leader{}, fmt.Errorf("leader %q: %w", e.name, e.c.undecided(views))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,4 +270,92 @@ func TestElection_quorumNodesDown(t *testing.T) {
 	if _, err := a.Campaign(cctx, "a"); !errors.Is(err, fencelock.ErrNoQuorum) || !errors.Is(err, fencelock.ErrNotAcquired) {
 		t.Errorf("Campaign with two nodes of three down error = %v, want ErrNoQuorum and ErrNotAcquired", err)
 	}
+}
+
+// A Proclaim that only a minority of a quorum's nodes got (it failed with
+// ErrNoQuorum) is not what Leader and Observe report: a value counts when
+// a majority holds it. Campaign with the old value then announces it
+// again, on every node.
+func TestElection_minorityProclaim(t *testing.T) {
+	t.Parallel()
+	servers, _ := quorumNodes(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	opts := fencelock.Options{TTL: 5 * time.Second, RetryInterval: 100 * time.Millisecond}
+	refuse := &refuseProclaim{}
+	nodes := quorumClients(t, servers)
+	for _, n := range nodes[1:] {
+		n.AddHook(refuse)
+	}
+	e := fencelock.NewQuorum(nodes, &opts).Election("m")
+	reader := fencelock.NewQuorum(quorumClients(t, servers), &opts)
+	node0 := fencelock.New(quorumClients(t, servers)[0], &opts).Election("m")
+	l, err := e.Campaign(ctx, "old")
+	if err != nil {
+		t.Fatalf("Campaign error = %v", err)
+	}
+	w := observe(t, ctx, reader.Election("m"))
+
+	refuse.on.Store(true)
+	if err := e.Proclaim(ctx, "new"); !errors.Is(err, fencelock.ErrNoQuorum) {
+		t.Fatalf("Proclaim with two nodes of three refusing error = %v, want ErrNoQuorum", err)
+	}
+	refuse.on.Store(false)
+	if got, err := node0.Leader(ctx); err != nil || got.Value != "new" {
+		t.Fatalf("node 0's record = %+v, %v; want new (the test's premise)", got, err)
+	}
+	// Leader returns once a majority decides; which nodes answer first
+	// varies, so ask several times.
+	for i := range 8 {
+		if got, err := reader.Election("m").Leader(ctx); err != nil || got.Value != "old" || got.Term != l.Token() {
+			t.Fatalf("Leader() #%d after the minority Proclaim = %+v, %v; want old, term %d", i, got, err, l.Token())
+		}
+	}
+	first := observe(t, ctx, reader.Election("m"))
+	if got := first.changes(); got[0].Value != "old" {
+		t.Errorf("a new Observe's first change = %s, want old", describe(got[:1]))
+	}
+
+	// Campaign with the old value is not a no-op: every node gets it.
+	if l2, err := e.Campaign(ctx, "old"); err != nil || l2 != l {
+		t.Fatalf("Campaign(old) while leading = %v, %v; want the same lease", l2, err)
+	}
+	if got, err := node0.Leader(ctx); err != nil || got.Value != "old" {
+		t.Errorf("node 0's record after Campaign(old) = %+v, %v; want old", got, err)
+	}
+
+	// The first observer never saw the minority's value.
+	if err := e.Proclaim(ctx, "third"); err != nil {
+		t.Fatalf("Proclaim error = %v", err)
+	}
+	got := w.waitFor(t, 10*time.Second, "third", func(got []fencelock.Leader) bool {
+		l, ok := last(got)
+		return ok && l.Value == "third"
+	})
+	for _, c := range got {
+		if c.Value == "new" {
+			t.Errorf("Observe sent %s, want no change to the minority's value new", describe(got))
+			break
+		}
+	}
+}
+
+// refuseProclaim fails, unsent, every Proclaim's request while on.
+type refuseProclaim struct{ on atomic.Bool }
+
+func (h *refuseProclaim) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *refuseProclaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() && slices.Contains(cmd.Args(), any("proclaimed")) {
+			err := errors.New("refused by the test")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *refuseProclaim) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -63,7 +63,7 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	}
 	nodes, _ := c.lockNodes()
 	views := c.readHolder(ctx, nodes, name)
-	h, held, decided := decideHolder(views, c.majority())
+	h, held, decided := decideHolder(views)
 	switch {
 	case !decided && len(views) == 1:
 		return Holder{}, fmt.Errorf("holder %q: %w", name, views[0].err)
@@ -152,29 +152,32 @@ func (c *Client) readHolderNode(ctx context.Context, n *node, name string) holde
 // ID), whether there is one, and whether the views decide it: nobody
 // holds the lock when no lease can have a majority, and errors may leave
 // it open.
-func decideHolder(views []holderView, majority int) (h Holder, held, decided bool) {
+func decideHolder(views []holderView) (h Holder, held, decided bool) {
 	votes := map[string]int{}
-	errs, best, winner := 0, 0, ""
+	var t tally
+	winner := ""
 	var counters []int64
 	for _, v := range views {
 		if v.err != nil {
-			errs++
+			t.errs = append(t.errs, v.err)
 			continue
 		}
 		counters = append(counters, v.counter)
 		if v.held {
 			votes[v.h.LeaseID]++
-			if votes[v.h.LeaseID] > best {
-				best, winner = votes[v.h.LeaseID], v.h.LeaseID
+			if votes[v.h.LeaseID] > t.yes {
+				t.yes, winner = votes[v.h.LeaseID], v.h.LeaseID
 			}
 		}
 	}
-	if best+errs < majority {
+	t.no = len(counters) - t.yes
+	switch t.decide(len(views), keeping) {
+	case majorityNo:
 		return Holder{}, false, true
-	}
-	if best < majority {
+	case undecided:
 		return Holder{}, false, false
 	}
+	majority := majority(len(views))
 	// The greatest token a majority of counters reach, and how long the
 	// lock stays on a majority: the majority-th greatest of each, no
 	// expiry counting as the longest.

@@ -164,7 +164,7 @@ func (o *observer) update(views []nodeView) (out []Leader, v verdict, more bool)
 			s.on[i] = true
 		}
 	}
-	v = decide(views, o.majority)
+	v = decide(views)
 	if !o.started {
 		// The first read reads no history, only where it ends.
 		if !v.decided {
@@ -192,7 +192,11 @@ func (o *observer) update(views []nodeView) (out []Leader, v verdict, more bool)
 				o.cur = Leader{}
 				out = append(out, o.cur)
 			}
-			o.term, o.seq = max(o.term, c.id.term), math.MaxInt64
+			// Only a resignation of the latest term ends it: an older
+			// one, confirmed late, must not swallow its Proclaims.
+			if c.id.term >= o.term {
+				o.term, o.seq = c.id.term, math.MaxInt64
+			}
 		case o.newer(c.id.term, c.id.seq):
 			out = o.ended(out, c.id.term)
 			o.cur = Leader{Value: c.value, Term: c.id.term, LeaseID: c.id.lease, Since: c.since}
@@ -296,7 +300,7 @@ func (e *Election) read(ctx context.Context, after []string, all bool) []nodeVie
 		go func() { answers <- answer{i, e.readNode(rctx, n, from(i))} }()
 	}
 	pending := len(nodes)
-	for pending > 0 && (all || !decide(views, q.majority()).decided) {
+	for pending > 0 && (all || !decide(views).decided) {
 		select {
 		case a := <-answers:
 			views[a.i] = a.v
@@ -421,44 +425,65 @@ type verdict struct {
 }
 
 // decide returns the leader a majority of views agree on (by term and
-// lease), with the value of the latest Proclaim among them; nobody if no
-// leader can have a majority; undecided while errors leave it open.
-func decide(views []nodeView, majority int) verdict {
+// lease), with the latest value a majority of them holds; nobody if no
+// leader can have a majority; undecided while views in error leave
+// either open. A value a Proclaim wrote to a minority only (it failed
+// with ErrNoQuorum) is not the leader's: the value of seq s counts when
+// a majority of records are at s or later, which is the majority-th
+// greatest seq among the leader's records. A node not heard from may
+// hold any seq: while counting it as the latest and as none gives two
+// answers, it decides.
+func decide(views []nodeView) verdict {
 	type who struct {
 		term  int64
 		lease string
 	}
 	votes := map[who]int{}
-	errs, best := 0, 0
-	for _, v := range views {
+	var t tally
+	var winner who
+	for i, v := range views {
 		switch {
 		case v.err != nil:
-			errs++
+			t.errs = append(t.errs, fmt.Errorf("node %d: %w", i, v.err))
 		case v.leader.Term != 0:
 			k := who{v.leader.Term, v.leader.LeaseID}
 			votes[k]++
-			best = max(best, votes[k])
+			if votes[k] > t.yes {
+				t.yes, winner = votes[k], k
+			}
 		}
 	}
-	if best+errs < majority {
+	t.no = len(views) - len(t.errs) - t.yes
+	switch t.decide(len(views), keeping) {
+	case majorityNo:
 		return verdict{decided: true}
-	}
-	if best < majority {
+	case undecided:
 		return verdict{}
 	}
 	var out verdict
+	var seqs []int64
 	for _, v := range views {
-		if v.err != nil || votes[who{v.leader.Term, v.leader.LeaseID}] < majority {
+		if v.err != nil || (who{v.leader.Term, v.leader.LeaseID}) != winner {
 			continue
 		}
-		if !out.decided || v.seq > out.seq {
-			out.leader, out.seq = v.leader, v.seq
-		}
-		if !out.decided || v.pttl < out.pttl {
+		if len(seqs) == 0 || v.pttl < out.pttl {
 			out.pttl = v.pttl
 		}
-		out.decided = true
+		seqs = append(seqs, v.seq)
 	}
+	slices.Sort(seqs)
+	slices.Reverse(seqs)
+	m, e := majority(len(views)), len(t.errs)
+	if e > 0 && (m-1 < e || seqs[m-1-e] != seqs[m-1]) {
+		return verdict{}
+	}
+	out.seq = seqs[m-1]
+	for _, v := range views {
+		if v.err == nil && (who{v.leader.Term, v.leader.LeaseID}) == winner && v.seq == out.seq {
+			out.leader = v.leader
+		}
+	}
+	out.decided = true
 	return out
 }
 

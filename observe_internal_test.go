@@ -66,8 +66,8 @@ func TestObserver_quorum(t *testing.T) {
 	}
 }
 
-// decide names the leader a majority agrees on, with the latest value
-// among them, and the soonest expiry.
+// decide names the leader a majority agrees on, with the latest value a
+// majority of records holds, and the soonest expiry.
 func TestDecide(t *testing.T) {
 	a1 := nodeView{leader: Leader{Value: "a", Term: 3, LeaseID: "La"}, pttl: 900 * time.Millisecond}
 	a2 := nodeView{leader: Leader{Value: "a2", Term: 3, LeaseID: "La"}, seq: 1, pttl: 500 * time.Millisecond}
@@ -82,14 +82,53 @@ func TestDecide(t *testing.T) {
 	}{
 		{"one node", []nodeView{a1}, true, "a", 900 * time.Millisecond},
 		{"one node down", []nodeView{down}, false, "", 0},
-		{"majority", []nodeView{a1, a2, {}}, true, "a2", 500 * time.Millisecond},
+		// A Proclaim on one node of three failed: its value is not the
+		// leader's.
+		{"minority value", []nodeView{a1, a2, {}}, true, "a", 500 * time.Millisecond},
+		{"majority value", []nodeView{a2, a2, a1}, true, "a2", 500 * time.Millisecond},
+		{"majority value, one down", []nodeView{a2, a2, down}, true, "a2", 500 * time.Millisecond},
+		// The node down may hold a2 (the Proclaim succeeded) or not.
+		{"value open", []nodeView{a2, a1, down}, false, "", 0},
+		{"minority value, one down", []nodeView{a1, a1, a2, down, {}}, true, "a", 500 * time.Millisecond},
+		{"value open of five", []nodeView{a1, a2, a2, down, {}}, false, "", 0},
+		{"majority value of five", []nodeView{a1, a2, a2, a2, down}, true, "a2", 500 * time.Millisecond},
 		{"split", []nodeView{a1, b, {}}, true, "", 0},
 		{"open", []nodeView{a1, down, {}}, false, "", 0},
 		{"none", []nodeView{{}, {}, down}, true, "", 0},
 	} {
-		v := decide(tc.views, len(tc.views)/2+1)
+		v := decide(tc.views)
 		if v.decided != tc.decided || v.leader.Value != tc.value || v.pttl != tc.pttl {
 			t.Errorf("%s: decide = %+v, want decided %t, value %q, pttl %v", tc.name, v, tc.decided, tc.value, tc.pttl)
 		}
+	}
+}
+
+// A resignation of an older term, confirmed late (a slow node's history
+// had it), does not end the current term for the observer: the current
+// leader's Proclaims are still sent.
+func TestObserver_oldResignation(t *testing.T) {
+	leads := func(value string, seq int64) nodeView {
+		return nodeView{leader: Leader{Value: value, Term: 5, LeaseID: "La"}, seq: seq, pttl: time.Second, last: "x"}
+	}
+	resigned3 := change{id: changeID{kind: "resigned", term: 3, lease: "Lx", seq: math.MaxInt64}}
+	proclaimed := change{id: changeID{kind: "proclaimed", term: 5, lease: "La", seq: 1}, value: "a2"}
+	o := &observer{majority: 2, last: make([]string, 3), seen: map[changeID]*seenChange{}}
+	if got, _, _ := o.update([]nodeView{leads("a", 0), leads("a", 0), leads("a", 0)}); len(got) != 1 || got[0].Value != "a" {
+		t.Fatalf("first update sent %+v, want the leader a", got)
+	}
+	with := func(v nodeView, entries ...change) nodeView { v.entries = entries; return v }
+	got, _, _ := o.update([]nodeView{
+		with(leads("a2", 1), resigned3, proclaimed),
+		with(leads("a2", 1), resigned3, proclaimed),
+		leads("a", 0),
+	})
+	if len(got) != 1 || got[0].Value != "a2" || got[0].Term != 5 {
+		t.Errorf("after term 3's resignation and term 5's Proclaim, sent %+v; want a2 of term 5", got)
+	}
+	// A later Proclaim is sent too.
+	proclaimed2 := change{id: changeID{kind: "proclaimed", term: 5, lease: "La", seq: 2}, value: "a3"}
+	got, _, _ = o.update([]nodeView{with(leads("a3", 2), proclaimed2), with(leads("a3", 2), proclaimed2), leads("a2", 1)})
+	if len(got) != 1 || got[0].Value != "a3" {
+		t.Errorf("next Proclaim sent %+v; want a3", got)
 	}
 }

@@ -85,4 +85,3 @@ func TestQuorum_decideProperties(t *testing.T) {
 func (d decision) String() string {
 	return [...]string{"undecided", "yes", "no"}[d]
 }
-
