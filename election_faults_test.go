@@ -1,6 +1,7 @@
 package fencelock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -341,13 +342,21 @@ func TestElection_minorityProclaim(t *testing.T) {
 }
 
 // refuseProclaim fails, unsent, every Proclaim's request while on.
-type refuseProclaim struct{ on atomic.Bool }
+type refuseProclaim = refuseAnnounce
 
-func (h *refuseProclaim) DialHook(next redis.DialHook) redis.DialHook { return next }
+// refuseAnnounce fails, unsent, every request of announce.lua of its kind
+// ("elected", or "proclaimed" if empty) while on.
+type refuseAnnounce struct {
+	kind string
+	on   atomic.Bool
+}
 
-func (h *refuseProclaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *refuseAnnounce) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *refuseAnnounce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	kind := cmp.Or(h.kind, "proclaimed")
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.on.Load() && slices.Contains(cmd.Args(), any("proclaimed")) {
+		if h.on.Load() && slices.Contains(cmd.Args(), any(kind)) {
 			err := errors.New("refused by the test")
 			cmd.SetErr(err)
 			return err
@@ -356,6 +365,6 @@ func (h *refuseProclaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (h *refuseProclaim) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *refuseAnnounce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }

@@ -696,3 +696,141 @@ func TestElection_badInput(t *testing.T) {
 	}
 	e.Resign(ctx)
 }
+
+// A lone leader's Resign wakes its observers at once: no successor's
+// election, nor the expiry timer (a TTL away), is needed for them to see
+// that nobody leads.
+func TestElection_observeLoneResign(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	slow := fencelock.Options{TTL: 20 * time.Second, RetryInterval: 20 * time.Second}
+	leader := fencelock.New(srv.Client(t), &slow).Election("lone")
+	w := observe(t, ctx, fencelock.New(srv.Client(t), &slow).Election("lone"))
+	l, err := leader.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign error = %v", err)
+	}
+	w.waitFor(t, 10*time.Second, "the leader", func(got []fencelock.Leader) bool {
+		c, ok := last(got)
+		return ok && c.Term == l.Token()
+	})
+	start := time.Now()
+	if err := leader.Resign(ctx); err != nil {
+		t.Fatalf("Resign error = %v", err)
+	}
+	// Generous for a busy machine, and far below the 20 s TTL at which
+	// the expiry timer would read again.
+	const bound = 3 * time.Second
+	got := w.waitFor(t, bound, "nobody leading after Resign", func(got []fencelock.Leader) bool {
+		c, ok := last(got)
+		return ok && c.Term == 0 && len(got) > 2
+	})
+	if took := time.Since(start); took > bound {
+		t.Errorf("observer saw the resignation %v after Resign, want within %v", took, bound)
+	}
+	want := []fencelock.Leader{{}, {Term: l.Token(), Value: "a"}, {}}
+	if !sameChanges(got, want) {
+		t.Errorf("observed %s, want %s", describe(got), describe(want))
+	}
+}
+
+// On a quorum, one node's leader record is not a leader: Leader and
+// Observe decide by the Client's majority.
+func TestElection_quorumOneNodeRecord(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	opts := fencelock.Options{TTL: 10 * time.Second, RetryInterval: 100 * time.Millisecond}
+	// A leader on node 0 alone, as a single-node Client elects one.
+	lone, err := fencelock.New(quorumClients(t, servers)[0], &opts).Election("one").Campaign(ctx, "lone")
+	if err != nil {
+		t.Fatalf("Campaign on node 0 error = %v", err)
+	}
+	defer lone.Release(ctx)
+	e := fencelock.NewQuorum(nodes, &opts).Election("one")
+	for i := range 4 {
+		if got, err := e.Leader(ctx); !errors.Is(err, fencelock.ErrNoLeader) {
+			t.Fatalf("quorum Leader() #%d with a record on one node of three = %+v, %v; want ErrNoLeader", i, got, err)
+		}
+	}
+	w := observe(t, ctx, e)
+	if got := w.changes(); got[0].Term != 0 {
+		t.Errorf("Observe's first change = %s, want none", describe(got[:1]))
+	}
+}
+
+// A quorum Campaign is elected only when a majority of nodes hold its
+// leader record: with the record refused by two nodes of three, it does
+// not lead, and nobody does.
+func TestElection_quorumRecordOnMinority(t *testing.T) {
+	t.Parallel()
+	servers, _ := quorumNodes(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	opts := fencelock.Options{TTL: 5 * time.Second, RetryInterval: 100 * time.Millisecond}
+	refuse := &refuseAnnounce{kind: "elected"}
+	refuse.on.Store(true)
+	nodes := quorumClients(t, servers)
+	for _, n := range nodes[1:] {
+		n.AddHook(refuse)
+	}
+	e := fencelock.NewQuorum(nodes, &opts).Election("minority")
+	cctx, ccancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer ccancel()
+	if l, err := e.Campaign(cctx, "a"); !errors.Is(err, fencelock.ErrNotAcquired) || l != nil {
+		t.Fatalf("Campaign with the record refused by two nodes of three = %v, %v; want nil, ErrNotAcquired", l, err)
+	}
+	reader := fencelock.NewQuorum(quorumClients(t, servers), &opts).Election("minority")
+	if got, err := reader.Leader(ctx); !errors.Is(err, fencelock.ErrNoLeader) {
+		t.Errorf("Leader() after the failed Campaign = %+v, %v; want ErrNoLeader", got, err)
+	}
+	refuse.on.Store(false)
+	l, err := e.Campaign(ctx, "b")
+	if err != nil {
+		t.Fatalf("Campaign with every node answering error = %v", err)
+	}
+	defer l.Release(ctx)
+	if got, err := reader.Leader(ctx); err != nil || got.Term != l.Token() || got.Value != "b" {
+		t.Errorf("Leader() = %+v, %v; want b, term %d", got, err, l.Token())
+	}
+}
+
+// The election's history keeps its length bound and its retention: the
+// last 64 changes, expiring TokenRetention (plus a TTL) after the last.
+func TestElection_historyBounds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	opts := fencelock.Options{TTL: 2 * time.Second, TokenRetention: time.Minute}
+	rdb := srv.Client(t)
+	e := fencelock.New(rdb, &opts).Election("hist")
+	l, err := e.Campaign(ctx, "v0")
+	if err != nil {
+		t.Fatalf("Campaign error = %v", err)
+	}
+	defer l.Release(ctx)
+	const changes = 70
+	for i := 1; i < changes; i++ {
+		if err := e.Proclaim(ctx, fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatalf("Proclaim #%d error = %v", i, err)
+		}
+	}
+	key := "fencelock:{hist}:history" // the default Prefix
+	if n, err := rdb.XLen(ctx, key).Result(); err != nil || n != 64 {
+		t.Errorf("XLEN %s after %d changes = %d, %v; want 64", key, changes, n, err)
+	}
+	ttl, err := rdb.PTTL(ctx, key).Result()
+	if max := opts.TokenRetention + opts.TTL; err != nil || ttl <= 0 || ttl > max {
+		t.Errorf("PTTL %s = %v, %v; want in (0, %v]", key, ttl, err, max)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatalf("Resign error = %v", err)
+	}
+	if n, err := rdb.XLen(ctx, key).Result(); err != nil || n != 64 {
+		t.Errorf("XLEN %s after Resign = %d, %v; want 64", key, n, err)
+	}
+}
