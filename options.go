@@ -104,6 +104,15 @@ func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "
 func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
 func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
 
+// Validate reports whether New would accept o, with the error, wrapping
+// ErrInvalid, that every call on such a Client would return: a
+// configuration read at start-up can be checked before any Client is
+// made. A nil *Options is valid.
+func (o *Options) Validate() error {
+	_, err := o.config()
+	return err
+}
+
 func (o *Options) config() (config, error) {
 	var opts Options
 	if o != nil {
