@@ -89,6 +89,7 @@ type config struct {
 	minReplicas                                              int
 	hooks                                                    *Hooks
 	logger                                                   *slog.Logger
+	opts                                                     Options // as given, Hooks copied: Client.WithTTL starts from it
 
 	// The scripts' numeric arguments, in milliseconds, boxed once.
 	counterTTL           time.Duration // the counter's expiry at each use: retention + TTL, 0 to keep it
@@ -132,6 +133,8 @@ func (o *Options) config() (config, error) {
 		h := *opts.Hooks // later changes by the caller must not race with events
 		c.hooks = &h
 	}
+	c.opts = opts
+	c.opts.Hooks = c.hooks
 	if c.ttl == 0 {
 		c.ttl = 10 * time.Second
 	}
