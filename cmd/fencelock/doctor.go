@@ -315,9 +315,10 @@ func parseInfo(s string) map[string]string {
 // checkServer reports flavour, version and mode; false means the server
 // is a Sentinel.
 func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
-	flavour, version, minVersion := "Redis", inf["redis_version"], "6.2"
+	// The oldest releases the test matrix runs (README, "Tested servers").
+	flavour, version, minVersion := "Redis", inf["redis_version"], "7.0"
 	if inf["server_name"] == "valkey" {
-		flavour, minVersion = "Valkey", "7.2"
+		flavour, minVersion = "Valkey", "9.0"
 		if v := inf["valkey_version"]; v != "" {
 			version = v // Valkey's redis_version is the Redis it is compatible with
 		}
@@ -336,8 +337,8 @@ func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
 	}
 	rep.Server = fmt.Sprintf("%s %s, %s", flavour, version, mode)
 	if versionLess(version, minVersion) {
-		rep.add("server", sevWarn, fmt.Sprintf("%s %s is older than %s, the oldest fencelock supports", flavour, version, minVersion),
-			"upgrade the server")
+		rep.add("server", sevWarn, fmt.Sprintf("%s %s is older than %s, the oldest release fencelock is tested on", flavour, version, minVersion),
+			"upgrade the server, or run fencelock's tests on this one first (README, \"Tested servers\")")
 	} else {
 		rep.add("server", sevOK, fmt.Sprintf("%s %s", flavour, version), "")
 	}
