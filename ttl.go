@@ -69,7 +69,7 @@ func (n *node) rebound(cfg *config) *node {
 // attempts in flight is its own: a lease renews and releases through the
 // backend that acquired it.
 func (q *quorum) withConfig(cfg *config) backend {
-	v := &quorum{cfg: cfg}
+	v := &quorum{cfg: cfg, nodes: make([]*node, 0, len(q.nodes))}
 	for _, n := range q.nodes {
 		v.nodes = append(v.nodes, n.rebound(cfg))
 	}

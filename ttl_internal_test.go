@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // A WithTTL Client shares its original's subscription hub and keeper:
@@ -77,5 +78,30 @@ func TestWithTTL_shares(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("both waiters acquired after %v, want well within the view's TTL of 10s", d)
+	}
+}
+
+// WithTTL is cheap enough to call per acquisition: no request, and a
+// few allocations (the Client, its backend, a node or a quorum of them,
+// and the TTL and retention boxed once for the scripts).
+func TestWithTTL_allocs(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	// WithTTL sends nothing: the quorum's nodes need not be up.
+	nodes := []redis.UniversalClient{rdb, rdb, rdb}
+	before := *rdb.PoolStats()
+	for _, tc := range []struct {
+		name string
+		c    *Client
+		max  float64
+	}{
+		{"node", New(rdb, nil), 4},
+		{"quorum of 3", NewQuorum(nodes, nil), 8},
+	} {
+		if got := testing.AllocsPerRun(100, func() { tc.c.WithTTL(time.Minute) }); got > tc.max {
+			t.Errorf("%s: WithTTL allocations = %v, want at most %v", tc.name, got, tc.max)
+		}
+	}
+	if s := rdb.PoolStats(); s.Hits+s.Misses != before.Hits+before.Misses {
+		t.Errorf("connections taken from the pool = %d, want %d: WithTTL sent something", s.Hits+s.Misses, before.Hits+before.Misses)
 	}
 }
