@@ -37,17 +37,11 @@ func TestWithTTL_shares(t *testing.T) {
 		}()
 	}
 	channel := base.cfg.channel("shared")
-	deadline := time.Now().Add(5 * time.Second)
 	var subs map[string]int64
-	for base.queued("shared") < 2 || subs[channel] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5s: waiters queued = %d, subscriptions %v; want 2 waiters subscribed", base.queued("shared"), subs)
-		}
-		time.Sleep(5 * time.Millisecond)
-		if subs, err = rdb.PubSubNumSub(ctx, channel).Result(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	redistest.WaitFor(t, 5*time.Second, "2 waiters queued and subscribed", func() bool {
+		subs, err = rdb.PubSubNumSub(ctx, channel).Result()
+		return err == nil && base.queued("shared") == 2 && subs[channel] > 0
+	})
 	if subs[channel] != 1 {
 		t.Errorf("subscriptions to %s = %d, want 1 for both Clients' waiters", channel, subs[channel])
 	}
