@@ -19,7 +19,7 @@ type Client struct {
 	cfg config
 	err error // from New: reported by every call
 
-	hub  *wakeHub // shared with the Client's elections (see Election.Campaign)
+	hub  *wakeHub // shared with the Client's elections (see Election.Campaign) and WithTTL
 	keep *keeper  // shared with them too
 }
 
