@@ -14,7 +14,10 @@ import (
 //
 //	l, err := locks.WithTTL(time.Minute).Acquire(ctx, "reports:nightly")
 //
-// serves as a TTL per acquisition.
+// serves as a TTL per acquisition. On a single deployment the keeper
+// renews the leases of one Client, a WithTTL one included, in shared
+// pipelines; a program that holds many leases with one TTL keeps its
+// WithTTL Client rather than making one per acquisition.
 //
 // Everything else comes from the Options c was made with, as if New had
 // been given them with TTL replaced: what they left at its default
