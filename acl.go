@@ -5,21 +5,26 @@ import (
 	"strings"
 )
 
-// ACLOptions describe the servers of a deployment for ACLRule. A nil
-// *ACLOptions describes standalone or Sentinel-managed servers that run
-// the Lua scripts, the default Prefix, and no MinReplicas.
+// ACLOptions describe, for ACLRule, what a fencelock user does and the
+// servers it reaches. A nil *ACLOptions describes locks (no elections)
+// under the default Prefix, without MinReplicas, on standalone or
+// Sentinel-managed servers older than Redis 8.4 and Valkey 9.0: a rule
+// that every server accepts.
 type ACLOptions struct {
 	// Prefix is the Client's Options.Prefix.
 	// Default: "fencelock:".
 	Prefix string
 
-	// Lua, DELEX and DELIFEQ are the release paths that the servers
-	// take, as the library chooses them by COMMAND INFO: DELEX where the
-	// server lists it (Redis >= 8.4), else DELIFEQ where listed (Valkey >=
-	// 9.0), else the Lua scripts. Set each path that some server takes: a
-	// Cluster or a Sentinel group mid rolling upgrade mixes them.
-	// Default: none set, which means Lua.
-	Lua, DELEX, DELIFEQ bool
+	// Elections says the user also campaigns, leads or observes elections
+	// (Client.Election), whose scripts keep a leader record (a hash) and
+	// a history (a stream) beside the lock.
+	// Default: false.
+	Elections bool
+
+	// MinReplicas says the Client has Options.MinReplicas > 0, which
+	// sends WAIT after each acquisition.
+	// Default: false.
+	MinReplicas bool
 
 	// Cluster says the servers are a Cluster's nodes (Redis >= 7.0 or
 	// Valkey): wake-ups then use sharded pub/sub, and go-redis's cluster
@@ -27,16 +32,15 @@ type ACLOptions struct {
 	// Default: false.
 	Cluster bool
 
-	// MinReplicas says the Client has Options.MinReplicas > 0, which
-	// sends WAIT after each acquisition.
-	// Default: false.
-	MinReplicas bool
-
-	// Election says the user also campaigns, leads or observes elections
-	// (Client.Election), whose scripts keep a leader record (a hash) and
-	// a history (a stream) beside the lock.
-	// Default: false.
-	Election bool
+	// Redis84, Valkey9 and OlderServers say which servers the Client
+	// reaches: Redis >= 8.4, Valkey >= 9.0, or others (older Redis or
+	// Valkey). The rule grants each the owner-checked delete it has
+	// (DELEX, DELIFEQ, or DEL inside the Lua scripts), as the library
+	// uses them. A server refuses a rule that names a command it lacks,
+	// so set only what the servers have; set several for a Cluster or a
+	// Sentinel group mid rolling upgrade, which mixes them.
+	// Default: none set, which means OlderServers.
+	Redis84, Valkey9, OlderServers bool
 }
 
 // aclElection is what an election's scripts call beyond a lock's: the
@@ -55,7 +59,7 @@ const aclElection = "+type +hget +hmget +hset +pexpireat +pexpiretime +xadd +xra
 // are tested against every server of the test matrix, and README.md
 // states them.
 //
-// The rule covers locks: acquire, wait, renew, release; with Election,
+// The rule covers locks: acquire, wait, renew, release; with Elections,
 // elections too. CLIENT SETINFO, which go-redis sends on each new connection and
 // whose refusal it ignores, is not in it either: set DisableIdentity in
 // the go-redis options, or add +client|setinfo.
@@ -72,13 +76,13 @@ func ACLRule(o *ACLOptions) string {
 	}
 	p := aclPattern(opts.Prefix)
 	rule := []string{"~" + p, "&" + p, "+evalsha", "+eval", "+get", "+set", "+pttl", "+time", "+pexpire"}
-	if opts.Lua || !opts.DELEX && !opts.DELIFEQ {
+	if opts.OlderServers || !opts.Redis84 && !opts.Valkey9 {
 		rule = append(rule, "+del")
 	}
-	if opts.DELEX {
+	if opts.Redis84 {
 		rule = append(rule, "+delex")
 	}
-	if opts.DELIFEQ {
+	if opts.Valkey9 {
 		rule = append(rule, "+delifeq")
 	}
 	if opts.Cluster {
@@ -89,7 +93,7 @@ func ACLRule(o *ACLOptions) string {
 	if opts.MinReplicas {
 		rule = append(rule, "+wait")
 	}
-	if opts.Election {
+	if opts.Elections {
 		if !slices.Contains(rule, "+del") {
 			rule = append(rule, "+del") // a resignation is a script
 		}

@@ -53,9 +53,9 @@ func TestACL_readme(t *testing.T) {
 	if !strings.Contains(string(readme), "`"+aclRuleMinReplicas+"`") {
 		t.Errorf("README.md does not name %q for MinReplicas", aclRuleMinReplicas)
 	}
-	lock, election := aclRule("lua", false, "", false), fencelock.ACLRule(&fencelock.ACLOptions{Election: true})
+	lock, election := aclRule("lua", false, "", false), fencelock.ACLRule(&fencelock.ACLOptions{Elections: true})
 	if !strings.Contains(string(readme), "`"+strings.TrimPrefix(election, lock+" ")+"`") {
-		t.Errorf("README.md does not name what Election adds to the rule, %q", strings.TrimPrefix(election, lock+" "))
+		t.Errorf("README.md does not name what Elections adds to the rule, %q", strings.TrimPrefix(election, lock+" "))
 	}
 }
 
@@ -63,11 +63,11 @@ func TestACL_readme(t *testing.T) {
 // ("lua", "delex", "delifeq").
 func aclRule(path string, cluster bool, prefix string, minReplicas bool) string {
 	return fencelock.ACLRule(&fencelock.ACLOptions{
-		Prefix:  prefix,
-		Lua:     path == "lua",
-		DELEX:   path == "delex",
-		DELIFEQ: path == "delifeq",
-		Cluster: cluster, MinReplicas: minReplicas,
+		Prefix:       prefix,
+		OlderServers: path == "lua",
+		Redis84:      path == "delex",
+		Valkey9:      path == "delifeq",
+		Cluster:      cluster, MinReplicas: minReplicas,
 	})
 }
 
@@ -760,7 +760,7 @@ func electionLifeCycle(ctx context.Context, name string, dial func() redis.Unive
 	return nil
 }
 
-// With ACLOptions.Election the rule serves elections too, with no denial
+// With ACLOptions.Elections the rule serves elections too, with no denial
 // on any server; without it, or without any one permission it adds, the
 // server refuses and ACL LOG names what.
 func TestACL_election(t *testing.T) {
@@ -770,7 +770,7 @@ func TestACL_election(t *testing.T) {
 	path := serverPath(t, admin)
 	rule := func(election bool) string {
 		return fencelock.ACLRule(&fencelock.ACLOptions{
-			Lua: path == "lua", DELEX: path == "delex", DELIFEQ: path == "delifeq", Election: election,
+			OlderServers: path == "lua", Redis84: path == "delex", Valkey9: path == "delifeq", Elections: election,
 		})
 	}
 	full := rule(true)

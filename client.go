@@ -19,7 +19,7 @@ type Client struct {
 	cfg config
 	err error // from New: reported by every call
 
-	hub  *wakeHub // shared with the Client's elections (see Election.Campaign)
+	hub  *wakeHub // shared with the Client's elections (see Election.Campaign) and WithTTL
 	keep *keeper  // shared with them too
 }
 
@@ -56,7 +56,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 		err = errors.Join(err, fmt.Errorf("%w: nil Redis client", ErrInvalid))
 	}
 	c := &Client{cfg: cfg, err: err}
-	c.keep = &keeper{cfg: &c.cfg}
+	c.keep = &keeper{}
 	n := newNode(rdb, &c.cfg)
 	c.be, c.hub = n, &wakeHub{nodes: []*node{n}}
 	return c

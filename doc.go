@@ -28,6 +28,13 @@
 // Deadline passes without a successful renewal. Release deletes the lock
 // only if this lease still holds it.
 //
+// # Servers
+//
+// Redis 7.0 or newer, or Valkey 9.0 or newer: the releases the tests run
+// on (README.md, "Tested servers"), standalone, under Sentinel or as a
+// Cluster. Owner-checked native commands are used where a server has
+// them (Redis 8.4, Valkey 9.0), Lua scripts elsewhere.
+//
 // # Errors
 //
 // Errors wrap the sentinels ErrNotAcquired, ErrLeaseLost, ErrNotReplicated,

@@ -40,7 +40,7 @@ func ExampleClient_Holder() {
 func ExampleACLRule() {
 	// The rule for a Cluster of Redis >= 8.4 nodes, whose Clients use
 	// Options.Prefix "jobs:".
-	fmt.Println("ACL SETUSER jobs reset on >PASSWORD", fencelock.ACLRule(&fencelock.ACLOptions{Prefix: "jobs:", DELEX: true, Cluster: true}))
+	fmt.Println("ACL SETUSER jobs reset on >PASSWORD", fencelock.ACLRule(&fencelock.ACLOptions{Prefix: "jobs:", Redis84: true, Cluster: true}))
 	// Output:
 	// ACL SETUSER jobs reset on >PASSWORD ~jobs:* &jobs:* +evalsha +eval +get +set +pttl +time +pexpire +delex +spublish +ssubscribe +ping +command +cluster|slots
 }

@@ -2,8 +2,6 @@ package fencelock
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"time"
 )
 
@@ -43,7 +41,7 @@ type Hooks struct {
 
 	// RenewDone is called after each renewal round trip, by the keeper or
 	// by Lease.Renew.
-	RenewDone func(context.Context, RenewInfo)
+	RenewDone func(context.Context, RenewDoneInfo)
 
 	// LeaseLost is called once when a lease is lost: its lock was seen
 	// gone or held by another owner, or its deadline passed without a
@@ -51,13 +49,52 @@ type Hooks struct {
 	// that reports the same loss: a Release that finds the lock gone
 	// reports a loss the lease had not noticed (its Context then ends
 	// with that loss as its cause, wrapping ErrLeaseLost).
-	LeaseLost func(context.Context, LostInfo)
+	LeaseLost func(context.Context, LeaseLostInfo)
 
 	// ReleaseDone is called after each Release round trip: once per
 	// lease, unless a Release failed without a decision (a network or
 	// Redis error) and was called again. Calls after a decided Release
 	// send nothing and report nothing.
-	ReleaseDone func(context.Context, ReleaseInfo)
+	ReleaseDone func(context.Context, ReleaseDoneInfo)
+}
+
+// JoinHooks returns Hooks that call, for each event, the funcs of hs in
+// the order given: Prometheus and OpenTelemetry hooks, say, on one
+// Client. Nil Hooks and nil funcs are skipped; if no func is set at all,
+// JoinHooks returns nil, which costs nothing in Options. The fields are
+// read when JoinHooks is called. A func that panics stops the ones after
+// it for that event.
+func JoinHooks(hs ...*Hooks) *Hooks {
+	var j Hooks
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		j.AcquireAttempt = joinHook(j.AcquireAttempt, h.AcquireAttempt)
+		j.AcquireDone = joinHook(j.AcquireDone, h.AcquireDone)
+		j.RenewDone = joinHook(j.RenewDone, h.RenewDone)
+		j.LeaseLost = joinHook(j.LeaseLost, h.LeaseLost)
+		j.ReleaseDone = joinHook(j.ReleaseDone, h.ReleaseDone)
+	}
+	if j.AcquireAttempt == nil && j.AcquireDone == nil && j.RenewDone == nil && j.LeaseLost == nil && j.ReleaseDone == nil {
+		return nil
+	}
+	return &j
+}
+
+// joinHook returns a func that calls a, then b; either alone if the other
+// is nil.
+func joinHook[I any](a, b func(context.Context, I)) func(context.Context, I) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(ctx context.Context, i I) {
+		a(ctx, i)
+		b(ctx, i)
+	}
 }
 
 // AcquireAttemptInfo describes one acquisition round trip.
@@ -100,8 +137,8 @@ type AcquireDoneInfo struct {
 	Err error
 }
 
-// RenewInfo describes one renewal round trip.
-type RenewInfo struct {
+// RenewDoneInfo describes one renewal round trip.
+type RenewDoneInfo struct {
 	// Name is the lock's name.
 	Name string
 	// Token is the lease's fencing token.
@@ -118,8 +155,8 @@ type RenewInfo struct {
 	Err error
 }
 
-// LostInfo describes the loss of a lease.
-type LostInfo struct {
+// LeaseLostInfo describes the loss of a lease.
+type LeaseLostInfo struct {
 	// Name is the lock's name.
 	Name string
 	// Token is the lease's fencing token.
@@ -134,8 +171,8 @@ type LostInfo struct {
 	Cause error
 }
 
-// ReleaseInfo describes a Release.
-type ReleaseInfo struct {
+// ReleaseDoneInfo describes a Release.
+type ReleaseDoneInfo struct {
 	// Name is the lock's name.
 	Name string
 	// Token is the lease's fencing token.
@@ -151,150 +188,4 @@ type ReleaseInfo struct {
 	// ErrLeaseLost if the lease had been lost or the lock was gone or held
 	// by another owner, else a Redis or network error.
 	Err error
-}
-
-// observed reports whether events are wanted; when not, none of the
-// functions below reads the clock or builds an event.
-func (c *config) observed() bool { return c.hooks != nil || c.logger != nil }
-
-// now returns the time if events are wanted, else the zero Time.
-func (c *config) now() time.Time {
-	if !c.observed() {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
-// acquireTrace follows one TryAcquire or Acquire call.
-type acquireTrace struct {
-	waiting  bool // in Acquire, which retries
-	attempts int
-	first    time.Time
-	latency  time.Duration
-}
-
-// attempt records one acquisition round trip that started at start and
-// returned token, held and err from the backend.
-func (t *acquireTrace) attempt(ctx context.Context, c *config, name string, start time.Time, token int64, held time.Duration, err error) {
-	t.attempts++
-	if !c.observed() {
-		return
-	}
-	if t.attempts == 1 {
-		t.first = start
-	}
-	t.latency = time.Since(start)
-	if err == nil && token == 0 {
-		err = ErrNotAcquired
-	}
-	if h := c.hooks; h != nil && h.AcquireAttempt != nil {
-		h.AcquireAttempt(ctx, AcquireAttemptInfo{
-			Name: name, Attempt: t.attempts, Token: token, Remaining: held, Latency: t.latency, Err: err,
-		})
-	}
-	if c.logger != nil && t.waiting && err != nil && !errors.Is(err, ErrNotAcquired) {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "fencelock: acquire attempt failed, retrying",
-			slog.String("lock", name), slog.Int("attempt", t.attempts), slog.Any("error", err))
-	}
-}
-
-// done reports the end of a TryAcquire or Acquire call.
-func (t *acquireTrace) done(ctx context.Context, c *config, name string, l *Lease, err error) {
-	h := c.hooks
-	if h == nil || h.AcquireDone == nil || t.attempts == 0 {
-		return
-	}
-	info := AcquireDoneInfo{
-		Name: name, Attempts: t.attempts, Wait: time.Since(t.first), Latency: t.latency, Err: err,
-	}
-	if l != nil {
-		info.Token, info.LeaseID = l.token, l.ID()
-	}
-	h.AcquireDone(ctx, info)
-}
-
-// observeRenew reports a renewal round trip that started at start.
-func (l *Lease) observeRenew(ctx context.Context, start time.Time, err error) {
-	c := &l.c.cfg
-	if !c.observed() {
-		return
-	}
-	latency := time.Since(start)
-	deadline := l.Deadline()
-	if h := c.hooks; h != nil && h.RenewDone != nil {
-		h.RenewDone(ctx, RenewInfo{
-			Name: l.ref.name, Token: l.token, LeaseID: l.ID(), Latency: latency, Deadline: deadline, Err: err,
-		})
-	}
-	if c.logger == nil {
-		return
-	}
-	switch {
-	case err == nil:
-		if n := l.renewFailures.Swap(0); n > 0 {
-			c.logger.LogAttrs(ctx, slog.LevelInfo, "fencelock: renew succeeded after failures",
-				l.logAttrs(slog.Int("failures", int(n)), slog.Time("deadline", deadline))...)
-		}
-	case errors.Is(err, ErrLeaseLost):
-		// LeaseLost logged it.
-	case errors.Is(err, context.Canceled) && l.releasing.Load():
-		// Release stopped the keeper mid-renewal: no failure.
-	default:
-		n := l.renewFailures.Add(1)
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "fencelock: renew failed",
-			l.logAttrs(slog.Int("failures", int(n)), slog.Duration("remaining", time.Until(deadline)), slog.Any("error", err))...)
-	}
-}
-
-// observeLost reports the loss of the lease with cause, which ended it.
-func (l *Lease) observeLost(ctx context.Context, cause error) {
-	if l.c.cfg.observed() {
-		l.reportLost(ctx, cause)
-	}
-}
-
-func (l *Lease) reportLost(ctx context.Context, cause error) {
-	c := &l.c.cfg
-	held := l.held()
-	if h := c.hooks; h != nil && h.LeaseLost != nil {
-		h.LeaseLost(ctx, LostInfo{Name: l.ref.name, Token: l.token, LeaseID: l.ID(), Held: held, Cause: cause})
-	}
-	if c.logger != nil {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "fencelock: lease lost",
-			l.logAttrs(slog.Duration("held", held), slog.Any("error", cause))...)
-	}
-}
-
-// observeRelease reports a release round trip that started at start. A
-// release that finds the lock gone or taken is the first sign of a loss
-// the keeper had not seen: that is reported as a loss too.
-func (l *Lease) observeRelease(ctx context.Context, start time.Time, err error) {
-	c := &l.c.cfg
-	if !c.observed() {
-		return
-	}
-	if errors.Is(err, ErrLeaseLost) && !errors.Is(l.ended(), ErrLeaseLost) {
-		l.reportLost(ctx, err)
-	}
-	if h := c.hooks; h != nil && h.ReleaseDone != nil {
-		h.ReleaseDone(ctx, ReleaseInfo{
-			Name: l.ref.name, Token: l.token, LeaseID: l.ID(),
-			Held: l.held(), Latency: time.Since(start), Err: err,
-		})
-	}
-}
-
-// logAttrs names the lease in log records: never by its owner value.
-func (l *Lease) logAttrs(more ...slog.Attr) []slog.Attr {
-	return append([]slog.Attr{
-		slog.String("lock", l.ref.name), slog.String("lease", l.ID()), slog.Int64("token", l.token),
-	}, more...)
-}
-
-// held returns how long the lease has been held, 0 if it was attached.
-func (l *Lease) held() time.Duration {
-	if l.acquired.IsZero() {
-		return 0
-	}
-	return time.Since(l.acquired)
 }

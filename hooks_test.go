@@ -22,9 +22,9 @@ type hookLog struct {
 	mu       sync.Mutex
 	attempts []fencelock.AcquireAttemptInfo
 	acquires []fencelock.AcquireDoneInfo
-	renews   []fencelock.RenewInfo
-	losses   []fencelock.LostInfo
-	releases []fencelock.ReleaseInfo
+	renews   []fencelock.RenewDoneInfo
+	losses   []fencelock.LeaseLostInfo
+	releases []fencelock.ReleaseDoneInfo
 	traces   []string // event:trace, the value of traceKey in the hook's context
 	events   chan string
 }
@@ -35,9 +35,9 @@ func (h *hookLog) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
 		AcquireAttempt: func(ctx context.Context, i fencelock.AcquireAttemptInfo) { record(ctx, h, &h.attempts, i, "attempt") },
 		AcquireDone:    func(ctx context.Context, i fencelock.AcquireDoneInfo) { record(ctx, h, &h.acquires, i, "acquire") },
-		RenewDone:      func(ctx context.Context, i fencelock.RenewInfo) { record(ctx, h, &h.renews, i, "renew") },
-		LeaseLost:      func(ctx context.Context, i fencelock.LostInfo) { record(ctx, h, &h.losses, i, "lost") },
-		ReleaseDone:    func(ctx context.Context, i fencelock.ReleaseInfo) { record(ctx, h, &h.releases, i, "release") },
+		RenewDone:      func(ctx context.Context, i fencelock.RenewDoneInfo) { record(ctx, h, &h.renews, i, "renew") },
+		LeaseLost:      func(ctx context.Context, i fencelock.LeaseLostInfo) { record(ctx, h, &h.losses, i, "lost") },
+		ReleaseDone:    func(ctx context.Context, i fencelock.ReleaseDoneInfo) { record(ctx, h, &h.releases, i, "release") },
 	}
 }
 
@@ -472,9 +472,9 @@ func BenchmarkHooks_noop(b *testing.B) {
 	benchmarkHooks(b, &fencelock.Options{RenewInterval: -1, Hooks: &fencelock.Hooks{
 		AcquireAttempt: func(context.Context, fencelock.AcquireAttemptInfo) {},
 		AcquireDone:    func(context.Context, fencelock.AcquireDoneInfo) {},
-		RenewDone:      func(context.Context, fencelock.RenewInfo) {},
-		LeaseLost:      func(context.Context, fencelock.LostInfo) {},
-		ReleaseDone:    func(context.Context, fencelock.ReleaseInfo) {},
+		RenewDone:      func(context.Context, fencelock.RenewDoneInfo) {},
+		LeaseLost:      func(context.Context, fencelock.LeaseLostInfo) {},
+		ReleaseDone:    func(context.Context, fencelock.ReleaseDoneInfo) {},
 	}})
 }
 

@@ -22,8 +22,6 @@ import (
 // one pipeline (up to maxBatch of them per round trip): a Client holding
 // many leases renews them at a fraction of a round trip each.
 type keeper struct {
-	cfg *config
-
 	mu    sync.Mutex
 	queue []*Lease    // a min-heap by schedule.at
 	timer *time.Timer // fires keeper.fire; made on first use
@@ -59,7 +57,7 @@ func (k *keeper) add(l *Lease, renew bool) {
 	s := &l.sched
 	s.deadline = l.deadline // l is not shared yet
 	if renew {
-		s.renewAt = now.Add(k.cfg.renewEvery)
+		s.renewAt = now.Add(l.c.cfg.renewEvery)
 	}
 	s.next()
 	k.push(l)
@@ -126,7 +124,7 @@ func (k *keeper) renewed(l *Lease, err error) {
 		}
 		return
 	}
-	next := k.cfg.renewEvery
+	next := l.c.cfg.renewEvery
 	if err != nil {
 		next = max(next/4, time.Millisecond)
 	}
@@ -148,10 +146,10 @@ func (k *keeper) fire() {
 	k.mu.Lock()
 	k.armed = time.Time{}
 	now := time.Now()
-	soon := now.Add(k.cfg.renewEvery / 16)
 	for len(k.queue) > 0 {
 		l := k.queue[0]
 		s := &l.sched
+		soon := now.Add(l.c.cfg.renewEvery / 16) // Clients from WithTTL share the keeper
 		renew := !s.inflight && !s.renewAt.IsZero() && !s.renewAt.After(soon) && s.at.Equal(s.renewAt)
 		if !renew && s.at.After(now) {
 			break

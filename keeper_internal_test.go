@@ -97,7 +97,7 @@ func TestLease_contextAfterLoss(t *testing.T) {
 	ctx := t.Context()
 	lost := make(chan struct{}, 1)
 	c := New(rdb, &Options{TTL: 50 * time.Millisecond, RenewInterval: -1, Hooks: &Hooks{
-		LeaseLost: func(context.Context, LostInfo) { lost <- struct{}{} },
+		LeaseLost: func(context.Context, LeaseLostInfo) { lost <- struct{}{} },
 	}})
 	l, err := c.TryAcquire(ctx, "lost-unasked")
 	if err != nil {

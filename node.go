@@ -19,7 +19,7 @@ type node struct {
 	rdb     redis.UniversalClient
 	cluster clusterClient // rdb, if it routes keys to a Cluster's masters
 	cfg     *config
-	caps    capabilities
+	caps    *capabilities // shared with the node's copies for WithTTL
 }
 
 // clusterClient is what a Cluster client has beyond UniversalClient: it
@@ -33,7 +33,7 @@ type clusterClient interface {
 }
 
 func newNode(rdb redis.UniversalClient, cfg *config) *node {
-	n := &node{rdb: rdb, cfg: cfg}
+	n := &node{rdb: rdb, cfg: cfg, caps: &capabilities{}}
 	n.cluster, _ = rdb.(clusterClient)
 	return n
 }

@@ -89,6 +89,7 @@ type config struct {
 	minReplicas                                              int
 	hooks                                                    *Hooks
 	logger                                                   *slog.Logger
+	opts                                                     Options // as given, Hooks copied: Client.WithTTL starts from it
 
 	// The scripts' numeric arguments, in milliseconds, boxed once.
 	counterTTL           time.Duration // the counter's expiry at each use: retention + TTL, 0 to keep it
@@ -103,6 +104,15 @@ type config struct {
 func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "}" }
 func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
 func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
+
+// Validate reports whether New would accept o, with the error, wrapping
+// ErrInvalid, that every call on such a Client would return: a
+// configuration read at start-up can be checked before any Client is
+// made. A nil *Options is valid.
+func (o *Options) Validate() error {
+	_, err := o.config()
+	return err
+}
 
 func (o *Options) config() (config, error) {
 	var opts Options
@@ -123,6 +133,8 @@ func (o *Options) config() (config, error) {
 		h := *opts.Hooks // later changes by the caller must not race with events
 		c.hooks = &h
 	}
+	c.opts = opts
+	c.opts.Hooks = c.hooks
 	if c.ttl == 0 {
 		c.ttl = 10 * time.Second
 	}

@@ -62,7 +62,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 		err = errors.Join(err, fmt.Errorf("%w: no quorum nodes", ErrInvalid))
 	}
 	c := &Client{cfg: cfg}
-	c.keep = &keeper{cfg: &c.cfg}
+	c.keep = &keeper{}
 	q := &quorum{cfg: &c.cfg}
 	for i, rdb := range nodes {
 		if rdb == nil {

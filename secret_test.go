@@ -41,9 +41,9 @@ func (o *outputs) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
 		AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) { o.event("AcquireAttempt", i) },
 		AcquireDone:    func(_ context.Context, i fencelock.AcquireDoneInfo) { o.event("AcquireDone", i) },
-		RenewDone:      func(_ context.Context, i fencelock.RenewInfo) { o.event("RenewDone", i) },
-		LeaseLost:      func(_ context.Context, i fencelock.LostInfo) { o.event("LeaseLost", i) },
-		ReleaseDone:    func(_ context.Context, i fencelock.ReleaseInfo) { o.event("ReleaseDone", i) },
+		RenewDone:      func(_ context.Context, i fencelock.RenewDoneInfo) { o.event("RenewDone", i) },
+		LeaseLost:      func(_ context.Context, i fencelock.LeaseLostInfo) { o.event("LeaseLost", i) },
+		ReleaseDone:    func(_ context.Context, i fencelock.ReleaseDoneInfo) { o.event("ReleaseDone", i) },
 	}
 }
 

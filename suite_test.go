@@ -27,7 +27,7 @@ func lifeCycle(t *testing.T, dial func() redis.UniversalClient, base fencelock.O
 
 	renewed := make(chan error, 100)
 	holderOpts := opts
-	holderOpts.Hooks = &fencelock.Hooks{RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
+	holderOpts.Hooks = &fencelock.Hooks{RenewDone: func(_ context.Context, i fencelock.RenewDoneInfo) {
 		select {
 		case renewed <- i.Err:
 		default:

@@ -205,12 +205,12 @@ func (h *harness) held(ctx context.Context, n int) (heldRow, error) {
 	row := heldRow{n: n, window: h.cfg.heldWindow}
 	var renewals, lost atomic.Int64
 	c := fencelock.New(h.rdbs[0], &fencelock.Options{Hooks: &fencelock.Hooks{
-		RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
+		RenewDone: func(_ context.Context, i fencelock.RenewDoneInfo) {
 			if i.Err == nil {
 				renewals.Add(1)
 			}
 		},
-		LeaseLost: func(context.Context, fencelock.LostInfo) { lost.Add(1) },
+		LeaseLost: func(context.Context, fencelock.LeaseLostInfo) { lost.Add(1) },
 	}})
 	heap0, g0 := heapAfterGC(), runtime.NumGoroutine()
 	leases := make([]*fencelock.Lease, n)

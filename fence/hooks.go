@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Hooks receive the decisions of a Store wrapped by Observe, for metrics
+// Hooks receive the decisions of a Store wrapped by WithHooks, for metrics
 // and tracing (package fenceprom implements them for Prometheus). Every
 // field is optional: a nil func is skipped.
 //
@@ -28,6 +28,40 @@ type Hooks struct {
 	Failed func(context.Context, AccessInfo)
 }
 
+// JoinHooks returns Hooks that call, for each decision, the funcs of hs
+// in the order given: Prometheus and OpenTelemetry hooks, say, on one
+// store. Nil Hooks and nil funcs are skipped; if no func is set at all,
+// JoinHooks returns nil. The fields are read when JoinHooks is called.
+func JoinHooks(hs ...*Hooks) *Hooks {
+	var j Hooks
+	for _, h := range hs {
+		if h != nil {
+			j.Accepted = joinHook(j.Accepted, h.Accepted)
+			j.Stale = joinHook(j.Stale, h.Stale)
+			j.Failed = joinHook(j.Failed, h.Failed)
+		}
+	}
+	if j.Accepted == nil && j.Stale == nil && j.Failed == nil {
+		return nil
+	}
+	return &j
+}
+
+// joinHook returns a func that calls a, then b; either alone if the other
+// is nil.
+func joinHook(a, b func(context.Context, AccessInfo)) func(context.Context, AccessInfo) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(ctx context.Context, i AccessInfo) {
+		a(ctx, i)
+		b(ctx, i)
+	}
+}
+
 // AccessInfo describes one fenced access.
 type AccessInfo struct {
 	// Op is the access: "put", "get" or "delete".
@@ -45,48 +79,48 @@ type AccessInfo struct {
 	Err error
 }
 
-// Observe returns a Store that forwards every call to s and reports the
+// WithHooks returns a Store that forwards every call to s and reports the
 // outcome of each fenced access (Put, Get, Delete) to h. Load, which
 // fences nothing, is forwarded unreported. One wrapper serves every Store
 // implementation, so adapters need no hooks of their own. A nil h, or
 // one without funcs, returns s itself.
-func Observe(s Store, h *Hooks) Store {
+func WithHooks(s Store, h *Hooks) Store {
 	if h == nil || (h.Accepted == nil && h.Stale == nil && h.Failed == nil) {
 		return s
 	}
-	return &observed{Store: s, h: *h}
+	return &hooked{Store: s, h: *h}
 }
 
-// observed is the Store that Observe returns. Embedding the Store keeps
+// hooked is the Store that WithHooks returns. Embedding the Store keeps
 // it complete if the interface grows; such new methods go unreported
 // until they are wrapped here.
-type observed struct {
+type hooked struct {
 	Store
 	h Hooks
 }
 
-func (o *observed) Put(ctx context.Context, resource string, f Fence, value []byte) error {
+func (o *hooked) Put(ctx context.Context, resource string, f Fence, value []byte) error {
 	start := time.Now()
 	err := o.Store.Put(ctx, resource, f, value)
 	o.report(ctx, "put", resource, f, start, err)
 	return err
 }
 
-func (o *observed) Get(ctx context.Context, resource string, f Fence) ([]byte, error) {
+func (o *hooked) Get(ctx context.Context, resource string, f Fence) ([]byte, error) {
 	start := time.Now()
 	v, err := o.Store.Get(ctx, resource, f)
 	o.report(ctx, "get", resource, f, start, err)
 	return v, err
 }
 
-func (o *observed) Delete(ctx context.Context, resource string, f Fence) error {
+func (o *hooked) Delete(ctx context.Context, resource string, f Fence) error {
 	start := time.Now()
 	err := o.Store.Delete(ctx, resource, f)
 	o.report(ctx, "delete", resource, f, start, err)
 	return err
 }
 
-func (o *observed) report(ctx context.Context, op, resource string, f Fence, start time.Time, err error) {
+func (o *hooked) report(ctx context.Context, op, resource string, f Fence, start time.Time, err error) {
 	info := AccessInfo{Op: op, Resource: resource, Fence: f, Latency: time.Since(start), Err: err}
 	hook := o.h.Accepted
 	if err != nil {

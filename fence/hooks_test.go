@@ -3,6 +3,7 @@ package fence_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -10,10 +11,10 @@ import (
 	"github.com/fencelock/fencelock/fence/fencetest"
 )
 
-// An observed store still keeps every rule of a Store.
-func TestObserve_conformance(t *testing.T) {
+// A store with hooks still keeps every rule of a Store.
+func TestWithHooks_conformance(t *testing.T) {
 	fencetest.Run(t, func(t *testing.T) fence.Store {
-		return fence.Observe(&fence.Memory{}, &fence.Hooks{
+		return fence.WithHooks(&fence.Memory{}, &fence.Hooks{
 			Accepted: func(context.Context, fence.AccessInfo) {},
 			Stale:    func(context.Context, fence.AccessInfo) {},
 			Failed:   func(context.Context, fence.AccessInfo) {},
@@ -21,7 +22,7 @@ func TestObserve_conformance(t *testing.T) {
 	})
 }
 
-func TestObserve(t *testing.T) {
+func TestWithHooks(t *testing.T) {
 	var (
 		mu     sync.Mutex
 		events []string
@@ -35,7 +36,7 @@ func TestObserve(t *testing.T) {
 			infos = append(infos, i)
 		}
 	}
-	s := fence.Observe(&fence.Memory{}, &fence.Hooks{Accepted: rec("accepted"), Stale: rec("stale"), Failed: rec("failed")})
+	s := fence.WithHooks(&fence.Memory{}, &fence.Hooks{Accepted: rec("accepted"), Stale: rec("stale"), Failed: rec("failed")})
 	ctx := context.Background()
 	newer := fence.Fence{Lock: "orders", Token: 7, Lease: "b"}
 	older := fence.Fence{Lock: "orders", Token: 5, Lease: "a"}
@@ -75,13 +76,36 @@ func TestObserve(t *testing.T) {
 	}
 }
 
-// Without hooks, Observe adds nothing.
-func TestObserve_nil(t *testing.T) {
+// Without hooks, WithHooks adds nothing.
+func TestWithHooks_nil(t *testing.T) {
 	m := &fence.Memory{}
-	if s := fence.Observe(m, nil); s != fence.Store(m) {
-		t.Errorf("Observe(m, nil) = %T, want m itself", s)
+	if s := fence.WithHooks(m, nil); s != fence.Store(m) {
+		t.Errorf("WithHooks(m, nil) = %T, want m itself", s)
 	}
-	if s := fence.Observe(m, &fence.Hooks{}); s != fence.Store(m) {
-		t.Errorf("Observe(m, &Hooks{}) = %T, want m itself", s)
+	if s := fence.WithHooks(m, &fence.Hooks{}); s != fence.Store(m) {
+		t.Errorf("WithHooks(m, &Hooks{}) = %T, want m itself", s)
+	}
+}
+
+// JoinHooks calls each Hooks' func in the order given, skipping nils,
+// and returns nil when no func is set.
+func TestJoinHooks(t *testing.T) {
+	var calls []string
+	rec := func(tag string) func(context.Context, fence.AccessInfo) {
+		return func(_ context.Context, i fence.AccessInfo) { calls = append(calls, tag+" "+i.Op) }
+	}
+	a := &fence.Hooks{Accepted: rec("a accepted"), Stale: rec("a stale"), Failed: rec("a failed")}
+	b := &fence.Hooks{Accepted: rec("b accepted"), Failed: rec("b failed")}
+	j := fence.JoinHooks(a, nil, b)
+	*a = fence.Hooks{} // later changes are not seen
+	for _, fn := range []func(context.Context, fence.AccessInfo){j.Accepted, j.Stale, j.Failed} {
+		fn(t.Context(), fence.AccessInfo{Op: "put"})
+	}
+	want := []string{"a accepted put", "b accepted put", "a stale put", "a failed put", "b failed put"}
+	if !slices.Equal(calls, want) {
+		t.Errorf("joined hooks called %q, want %q", calls, want)
+	}
+	if j := fence.JoinHooks(nil, &fence.Hooks{}); j != nil {
+		t.Errorf("JoinHooks(nil, &Hooks{}) = %+v, want nil", j)
 	}
 }

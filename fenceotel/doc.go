@@ -4,11 +4,11 @@
 // rejections marked, and metrics for the same events.
 //
 // An Instrumentation gives hooks for fencelock.Options and for
-// fence.Observe:
+// fence.WithHooks:
 //
 //	otl := fenceotel.New(nil) // the global TracerProvider and MeterProvider
 //	c := fencelock.New(rdb, &fencelock.Options{Hooks: otl.Hooks()})
-//	store := fence.Observe(redisfence.New(rdb, nil), otl.FenceHooks())
+//	store := fence.WithHooks(redisfence.New(rdb, nil), otl.FenceHooks())
 //
 // Spans start under the span in the context given to TryAcquire, Acquire,
 // Renew, Release and the store's calls; the keeper's renewals and the

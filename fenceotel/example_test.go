@@ -18,7 +18,7 @@ func ExampleInstrumentation_FenceHooks() {
 	defer tp.Shutdown(context.Background())
 	otl := fenceotel.New(&fenceotel.Options{TracerProvider: tp})
 
-	store := fence.Observe(&fence.Memory{}, otl.FenceHooks())
+	store := fence.WithHooks(&fence.Memory{}, otl.FenceHooks())
 	ctx := context.Background()
 	store.Put(ctx, "orders:42", fence.Fence{Lock: "orders", Token: 34, Lease: "b"}, []byte("new"))
 	store.Put(ctx, "orders:42", fence.Fence{Lock: "orders", Token: 33, Lease: "a"}, []byte("stale"))

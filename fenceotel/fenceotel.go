@@ -74,7 +74,7 @@ func (in *Instrumentation) Hooks() *fencelock.Hooks {
 	}
 }
 
-// FenceHooks returns the hooks to give fence.Observe.
+// FenceHooks returns the hooks to give fence.WithHooks.
 func (in *Instrumentation) FenceHooks() *fence.Hooks {
 	return &fence.Hooks{Accepted: in.access, Stale: in.access, Failed: in.access}
 }

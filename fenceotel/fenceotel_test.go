@@ -247,7 +247,7 @@ func TestInstrumentation_acquireWaits(t *testing.T) {
 // that refused them.
 func TestInstrumentation_fence(t *testing.T) {
 	tm := newTelemetry(t, fenceotel.Options{})
-	s := fence.Observe(&fence.Memory{}, tm.FenceHooks())
+	s := fence.WithHooks(&fence.Memory{}, tm.FenceHooks())
 	ctx, caller := tm.tracer.Start(t.Context(), "caller")
 	newer := fence.Fence{Lock: "orders", Token: 7, Lease: "b"}
 	older := fence.Fence{Lock: "orders", Token: 5, Lease: "a"}

@@ -130,17 +130,17 @@ func (m *instruments) acquired(ctx context.Context, names []attribute.KeyValue, 
 	}
 }
 
-func (m *instruments) renewed(ctx context.Context, names []attribute.KeyValue, result string, i fencelock.RenewInfo) {
+func (m *instruments) renewed(ctx context.Context, names []attribute.KeyValue, result string, i fencelock.RenewDoneInfo) {
 	m.renewals.Add(ctx, 1, with(names, attrResult.String(result)))
 	m.renewLatency.Record(ctx, i.Latency.Seconds(), with(names))
 }
 
-func (m *instruments) lost(ctx context.Context, names []attribute.KeyValue, i fencelock.LostInfo) {
+func (m *instruments) lost(ctx context.Context, names []attribute.KeyValue, i fencelock.LeaseLostInfo) {
 	m.losses.Add(ctx, 1, with(names))
 	m.ended(ctx, names, i.LeaseID, i.Held.Seconds())
 }
 
-func (m *instruments) released(ctx context.Context, names []attribute.KeyValue, result string, i fencelock.ReleaseInfo) {
+func (m *instruments) released(ctx context.Context, names []attribute.KeyValue, result string, i fencelock.ReleaseDoneInfo) {
 	m.releases.Add(ctx, 1, with(names, attrResult.String(result)))
 	m.releaseLatency.Record(ctx, i.Latency.Seconds(), with(names))
 	m.ended(ctx, names, i.LeaseID, i.Held.Seconds())

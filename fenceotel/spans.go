@@ -60,7 +60,7 @@ func (in *Instrumentation) acquireDone(ctx context.Context, i fencelock.AcquireD
 	in.span(ctx, spanAcquire, i.Wait, i.Err, result == resultError || result == resultNotReplicated, attrs...)
 }
 
-func (in *Instrumentation) renewDone(ctx context.Context, i fencelock.RenewInfo) {
+func (in *Instrumentation) renewDone(ctx context.Context, i fencelock.RenewDoneInfo) {
 	result := leaseResult(i.Err)
 	in.m.renewed(ctx, in.lock(i.Name), result, i)
 	in.span(ctx, spanRenew, i.Latency, i.Err, i.Err != nil,
@@ -68,7 +68,7 @@ func (in *Instrumentation) renewDone(ctx context.Context, i fencelock.RenewInfo)
 		attrResult.String(result), attrDeadline.String(i.Deadline.Format(time.RFC3339Nano)))
 }
 
-func (in *Instrumentation) leaseLost(ctx context.Context, i fencelock.LostInfo) {
+func (in *Instrumentation) leaseLost(ctx context.Context, i fencelock.LeaseLostInfo) {
 	in.m.lost(ctx, in.lock(i.Name), i)
 	// A loss is an event, not an operation: a span of no duration, so it
 	// shows in the acquisition's trace.
@@ -77,7 +77,7 @@ func (in *Instrumentation) leaseLost(ctx context.Context, i fencelock.LostInfo) 
 		attrHeld.Float64(i.Held.Seconds()))
 }
 
-func (in *Instrumentation) releaseDone(ctx context.Context, i fencelock.ReleaseInfo) {
+func (in *Instrumentation) releaseDone(ctx context.Context, i fencelock.ReleaseDoneInfo) {
 	result := leaseResult(i.Err)
 	in.m.released(ctx, in.lock(i.Name), result, i)
 	in.span(ctx, spanRelease, i.Latency, i.Err, i.Err != nil,

@@ -17,7 +17,7 @@ func Example() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 
-	store := fence.Observe(&fence.Memory{}, m.FenceHooks())
+	store := fence.WithHooks(&fence.Memory{}, m.FenceHooks())
 	ctx := context.Background()
 	store.Put(ctx, "report", fence.Fence{Lock: "nightly", Token: 2, Lease: "new"}, []byte("v2"))
 	err := store.Put(ctx, "report", fence.Fence{Lock: "nightly", Token: 1, Lease: "old"}, []byte("v1"))

@@ -7,7 +7,7 @@
 //	m := fenceprom.New(nil)
 //	prometheus.MustRegister(m)
 //	c := fencelock.New(rdb, &fencelock.Options{Hooks: m.Hooks()})
-//	store := fence.Observe(redisfence.New(rdb, nil), m.FenceHooks())
+//	store := fence.WithHooks(redisfence.New(rdb, nil), m.FenceHooks())
 //
 // Lock and resource names are not labels unless Options asks for them:
 // each distinct name would be a time series of its own.
@@ -288,7 +288,7 @@ func (c *Collector) Hooks() *fencelock.Hooks {
 	}
 }
 
-// FenceHooks returns the hooks to give fence.Observe.
+// FenceHooks returns the hooks to give fence.WithHooks.
 func (c *Collector) FenceHooks() *fence.Hooks {
 	return &fence.Hooks{Accepted: c.access, Stale: c.access, Failed: c.access}
 }
@@ -335,18 +335,18 @@ func (c *Collector) acquireDone(_ context.Context, i fencelock.AcquireDoneInfo) 
 	c.held.WithLabelValues(c.labels(i.Name)...).Inc()
 }
 
-func (c *Collector) renewDone(_ context.Context, i fencelock.RenewInfo) {
+func (c *Collector) renewDone(_ context.Context, i fencelock.RenewDoneInfo) {
 	c.sawLock(i.Name)
 	c.roundTrip(c.renewals, c.renewLatency, i.Name, leaseResult(i.Err), i.Latency)
 }
 
-func (c *Collector) leaseLost(_ context.Context, i fencelock.LostInfo) {
+func (c *Collector) leaseLost(_ context.Context, i fencelock.LeaseLostInfo) {
 	c.sawLock(i.Name)
 	c.lost.WithLabelValues(c.labels(i.Name)...).Inc()
 	c.ended(i.Name, i.LeaseID, i.Held.Seconds())
 }
 
-func (c *Collector) releaseDone(_ context.Context, i fencelock.ReleaseInfo) {
+func (c *Collector) releaseDone(_ context.Context, i fencelock.ReleaseDoneInfo) {
 	c.sawLock(i.Name)
 	c.roundTrip(c.releases, c.releaseLatency, i.Name, leaseResult(i.Err), i.Latency)
 	c.ended(i.Name, i.LeaseID, i.Held.Seconds())

@@ -73,7 +73,7 @@ func TestCollector(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1, Hooks: m.Hooks()})
-	store := fence.Observe(&fence.Memory{}, m.FenceHooks())
+	store := fence.WithHooks(&fence.Memory{}, m.FenceHooks())
 	ctx := t.Context()
 
 	old, err := c.TryAcquire(ctx, "orders")
@@ -254,7 +254,7 @@ func TestCollector_labels(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1, Hooks: m.Hooks()})
-	store := fence.Observe(&fence.Memory{}, m.FenceHooks())
+	store := fence.WithHooks(&fence.Memory{}, m.FenceHooks())
 	ctx := t.Context()
 
 	l, err := c.TryAcquire(ctx, "orders")
@@ -320,7 +320,7 @@ func TestCollector_expired(t *testing.T) {
 	hooks := m.Hooks()
 	lost := make(chan struct{})
 	count := hooks.LeaseLost
-	hooks.LeaseLost = func(ctx context.Context, i fencelock.LostInfo) { count(ctx, i); close(lost) }
+	hooks.LeaseLost = func(ctx context.Context, i fencelock.LeaseLostInfo) { count(ctx, i); close(lost) }
 	c := fencelock.New(rdb, &fencelock.Options{TTL: 50 * time.Millisecond, RenewInterval: -1, Hooks: hooks})
 	l, err := c.TryAcquire(t.Context(), "short")
 	if err != nil {
@@ -348,9 +348,9 @@ func TestCollector_lint(t *testing.T) {
 	// One series of each metric, so that the linter sees them all.
 	h.AcquireAttempt(ctx, fencelock.AcquireAttemptInfo{Name: "a"})
 	h.AcquireDone(ctx, fencelock.AcquireDoneInfo{Name: "a", LeaseID: "x"})
-	h.RenewDone(ctx, fencelock.RenewInfo{Name: "a"})
-	h.LeaseLost(ctx, fencelock.LostInfo{Name: "a", LeaseID: "x"})
-	h.ReleaseDone(ctx, fencelock.ReleaseInfo{Name: "a"})
+	h.RenewDone(ctx, fencelock.RenewDoneInfo{Name: "a"})
+	h.LeaseLost(ctx, fencelock.LeaseLostInfo{Name: "a", LeaseID: "x"})
+	h.ReleaseDone(ctx, fencelock.ReleaseDoneInfo{Name: "a"})
 	fh.Accepted(ctx, fence.AccessInfo{Op: "put", Resource: "r", Fence: fence.Fence{Lock: "a", Token: 1, Lease: "x"}})
 	problems, err := testutil.CollectAndLint(m)
 	if err != nil {

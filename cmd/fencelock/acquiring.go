@@ -86,7 +86,7 @@ func (a *attempts) hooks() *fencelock.Hooks {
 			}
 			a.failing = failed
 		},
-		RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
+		RenewDone: func(_ context.Context, i fencelock.RenewDoneInfo) {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.renewError = i.Err
@@ -109,56 +109,6 @@ func (a *attempts) redisFailure() error {
 		return nil
 	}
 	return a.failure
-}
-
-// chainHooks calls the hooks of each in turn; nils are skipped.
-func chainHooks(hs ...*fencelock.Hooks) *fencelock.Hooks {
-	var all []*fencelock.Hooks
-	for _, h := range hs {
-		if h != nil {
-			all = append(all, h)
-		}
-	}
-	if len(all) == 1 {
-		return all[0]
-	}
-	return &fencelock.Hooks{
-		AcquireAttempt: func(ctx context.Context, i fencelock.AcquireAttemptInfo) {
-			for _, h := range all {
-				if h.AcquireAttempt != nil {
-					h.AcquireAttempt(ctx, i)
-				}
-			}
-		},
-		AcquireDone: func(ctx context.Context, i fencelock.AcquireDoneInfo) {
-			for _, h := range all {
-				if h.AcquireDone != nil {
-					h.AcquireDone(ctx, i)
-				}
-			}
-		},
-		RenewDone: func(ctx context.Context, i fencelock.RenewInfo) {
-			for _, h := range all {
-				if h.RenewDone != nil {
-					h.RenewDone(ctx, i)
-				}
-			}
-		},
-		LeaseLost: func(ctx context.Context, i fencelock.LostInfo) {
-			for _, h := range all {
-				if h.LeaseLost != nil {
-					h.LeaseLost(ctx, i)
-				}
-			}
-		},
-		ReleaseDone: func(ctx context.Context, i fencelock.ReleaseInfo) {
-			for _, h := range all {
-				if h.ReleaseDone != nil {
-					h.ReleaseDone(ctx, i)
-				}
-			}
-		},
-	}
 }
 
 // taking is how a command takes a lock: a lease of run and acquire, or

@@ -163,6 +163,8 @@ func TestUsage_messages(t *testing.T) {
 		{nil, []string{"run", "--redis", url, "--grace", "soon", "x", "--", "true"}, "--grace soon: not a duration: write e.g. 10s"},
 		{nil, []string{"run", "--redis", url, "--ttl", "0", "x", "--", "true"}, "--ttl 0s: want a duration from 10ms to 24h, e.g. 30s"},
 		{map[string]string{"FENCELOCK_TTL": "0"}, []string{"acquire", "--redis", url, "x"}, "FENCELOCK_TTL=0s: want a duration from 10ms"},
+		{nil, []string{"acquire", "--redis", url, "--ttl", "5ms", "x"}, "--ttl 5ms: want a duration from 10ms to 24h, e.g. 30s"},
+		{nil, []string{"acquire", "--redis", url, "--ttl", "25h", "x"}, "--ttl 25h0m0s: want a duration from 10ms to 24h, e.g. 30s"},
 		{nil, []string{"run", "--redis", url, "--ttl", "3s", "--grace", "2s", "x", "--", "true"}, "--grace 2s is more than half of --ttl 3s"},
 		{nil, []string{"run", "--redis", url, "--grace", "6s", "x", "--", "true"}, "--grace 6s is more than half of --ttl 10s (the default)"},
 		{nil, []string{"run", "--redis", url, "bad{name}", "--", "true"}, "no { or }"},

@@ -57,10 +57,10 @@ func (cn *conn) addTTL(cmd *command, envs ...string) {
 // check validates the flags without connecting, so usage errors come
 // before any network traffic.
 func (cn *conn) check(cmd *command) (*redisTarget, error) {
-	if cmd.fs.Lookup("ttl") != nil {
-		if err := cmd.durationIn("ttl", cn.ttl, fencelock.MinTTL, fencelock.MaxTTL); err != nil {
-			return nil, err
-		}
+	// The library decides which TTLs it accepts; a zero one, which Options
+	// would take for the default, is a mistake on the command line.
+	if cmd.fs.Lookup("ttl") != nil && (cn.ttl == 0 || cn.options(true).Validate() != nil) {
+		return nil, usageErrorf("%s: want a duration from %s to %s, e.g. 30s", cmd.source("ttl"), shortDuration(fencelock.MinTTL), shortDuration(fencelock.MaxTTL))
 	}
 	if err := cmd.durationIn("timeout", cn.timeout, time.Millisecond, time.Hour); err != nil {
 		return nil, err
@@ -366,11 +366,16 @@ func parseError(u *url.URL, err error) error {
 // locks returns the lock client on rdb for cn's flags; renew says
 // whether leases are renewed in the background.
 func (cn *conn) locks(rdb redis.UniversalClient, renew bool) *fencelock.Client {
+	return fencelock.New(rdb, cn.options(renew))
+}
+
+// options returns the lock client's Options for cn's flags.
+func (cn *conn) options(renew bool) *fencelock.Options {
 	o := &fencelock.Options{TTL: cn.ttl, Prefix: cn.prefix, Hooks: cn.hooks}
 	if !renew {
 		o.RenewInterval = -1
 	}
-	return fencelock.New(rdb, o)
+	return o
 }
 
 // redactedURL returns the URL with any password replaced by "xxxxx".

@@ -231,8 +231,8 @@ func (d *doctoring) diagnoseCluster(ctx context.Context, rep *doctorReport) bool
 		// A Cluster mid-upgrade mixes versions: the ACL must allow what
 		// any master's version makes the library send.
 		rep.delex, rep.delifeq = rep.delex || sub.delex, rep.delifeq || sub.delifeq
-		rep.paths.Lua = rep.paths.Lua || sub.paths.Lua
-		rep.paths.DELEX, rep.paths.DELIFEQ = rep.paths.DELEX || sub.paths.DELEX, rep.paths.DELIFEQ || sub.paths.DELIFEQ
+		rep.paths.OlderServers = rep.paths.OlderServers || sub.paths.OlderServers
+		rep.paths.Redis84, rep.paths.Valkey9 = rep.paths.Redis84 || sub.paths.Redis84, rep.paths.Valkey9 || sub.paths.Valkey9
 		rep.addrs = append(rep.addrs, sub.addrs...)
 		for _, f := range sub.Findings {
 			rep.add(f.Check, f.Severity, node.Options().Addr+": "+f.Message, f.Fix)
@@ -292,7 +292,7 @@ func (d *doctoring) diagnoseNode(ctx context.Context, rdb *redis.Client, keys re
 // release path that this server takes.
 func (d *doctoring) checkACL(ctx context.Context, rdb *redis.Client, rep *doctorReport) {
 	opts := rep.paths
-	opts.Lua, opts.DELEX, opts.DELIFEQ = !rep.delex && !rep.delifeq, rep.delex, !rep.delex && rep.delifeq
+	opts.OlderServers, opts.Redis84, opts.Valkey9 = !rep.delex && !rep.delifeq, rep.delex, !rep.delex && rep.delifeq
 	rep.paths = opts
 	checkACL(ctx, rdb, rep, d.aclUser, opts)
 }
@@ -315,9 +315,10 @@ func parseInfo(s string) map[string]string {
 // checkServer reports flavour, version and mode; false means the server
 // is a Sentinel.
 func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
-	flavour, version, minVersion := "Redis", inf["redis_version"], "6.2"
+	// The oldest releases the test matrix runs (README, "Tested servers").
+	flavour, version, minVersion := "Redis", inf["redis_version"], "7.0"
 	if inf["server_name"] == "valkey" {
-		flavour, minVersion = "Valkey", "7.2"
+		flavour, minVersion = "Valkey", "9.0"
 		if v := inf["valkey_version"]; v != "" {
 			version = v // Valkey's redis_version is the Redis it is compatible with
 		}
@@ -336,8 +337,8 @@ func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
 	}
 	rep.Server = fmt.Sprintf("%s %s, %s", flavour, version, mode)
 	if versionLess(version, minVersion) {
-		rep.add("server", sevWarn, fmt.Sprintf("%s %s is older than %s, the oldest fencelock supports", flavour, version, minVersion),
-			"upgrade the server")
+		rep.add("server", sevWarn, fmt.Sprintf("%s %s is older than %s, the oldest release fencelock is tested on", flavour, version, minVersion),
+			"upgrade the server, or run fencelock's tests on this one first (README, \"Tested servers\")")
 	} else {
 		rep.add("server", sevOK, fmt.Sprintf("%s %s", flavour, version), "")
 	}

@@ -218,7 +218,7 @@ func serverPath(t *testing.T, rdb *redis.Client) string {
 
 // aclRule returns the library's rule for a server of path.
 func aclRule(path string, cluster, minReplicas bool) string {
-	return fencelock.ACLRule(&fencelock.ACLOptions{Lua: path == "lua", DELEX: path == "delex", DELIFEQ: path == "delifeq", Cluster: cluster, MinReplicas: minReplicas})
+	return fencelock.ACLRule(&fencelock.ACLOptions{OlderServers: path == "lua", Redis84: path == "delex", Valkey9: path == "delifeq", Cluster: cluster, MinReplicas: minReplicas})
 }
 
 // setUser creates or resets an ACL user with password pw and rule, on

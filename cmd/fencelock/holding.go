@@ -52,7 +52,7 @@ func (c *cli) prepareHolding(ctx context.Context, cmd *command, cn *conn, cf *co
 			return nil, nil, nil, cmd.exit(usageError{err})
 		}
 		stopMetrics = stop
-		cn.hooks = chainHooks(cn.hooks, hooks)
+		cn.hooks = fencelock.JoinHooks(cn.hooks, hooks)
 	}
 	rdb, err := cn.connect(ctx, target)
 	if err != nil {
