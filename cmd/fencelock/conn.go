@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -86,9 +88,14 @@ func (cn *conn) check(cmd *command) (*redisTarget, error) {
 // go-redis's retries, and not as a lock that could not be acquired.
 func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalClient, error) {
 	rdb := t.client()
-	pctx, cancel := context.WithTimeoutCause(ctx, cn.timeout, errNoAnswer)
+	refused, stopRefused := context.WithCancelCause(ctx)
+	defer stopRefused(nil)
+	w := &dialWatch{refused: stopRefused, single: t.node != nil}
+	rdb.AddHook(w)
+	pctx, cancel := context.WithTimeoutCause(refused, cn.timeout, errNoAnswer)
 	defer cancel()
 	err := rdb.Ping(pctx).Err()
+	lastDial := w.done()
 	if err == nil {
 		return rdb, nil
 	}
@@ -108,12 +115,67 @@ func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalCli
 		if t.seen != nil {
 			hint = "; a server that does not speak TLS at this port does not answer a TLS client either"
 		}
+		if lastDial != nil {
+			hint = "; the last dial failed: " + lastDial.Error() + hint
+		}
 		return nil, fmt.Errorf("cannot reach Redis at %s: no answer within --timeout %v (%v)%s", redactedURL(cn.url), cn.timeout, err, hint)
+	}
+	if cause := context.Cause(refused); cause != nil {
+		return nil, fmt.Errorf("cannot reach Redis at %s: %w", redactedURL(cn.url), cause)
 	}
 	return nil, fmt.Errorf("cannot reach Redis at %s: %v", redactedURL(cn.url), err)
 }
 
 var errNoAnswer = errors.New("no answer within --timeout")
+
+// dialWatch follows the dials of connect's first request. go-redis
+// retries a refused dial (for 1.7s in all), and a shorter --timeout then
+// hid the refusal behind "no answer": a single node that refuses is
+// reported at once (refused is cancelled with the dial's error); through
+// Sentinels or a Cluster another address may answer, so the last failed
+// dial is only kept for the message. After the first request the hook
+// does nothing: the lock client's own retries are its business.
+type dialWatch struct {
+	refused context.CancelCauseFunc
+	single  bool
+
+	mu    sync.Mutex
+	ended bool
+	last  error
+}
+
+// done ends the watch and returns the last failed dial, if any.
+func (w *dialWatch) done() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	return w.last
+}
+
+func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			return c, nil
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.ended {
+			return c, err
+		}
+		w.last = err
+		if w.single && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)) {
+			w.refused(err)
+		}
+		return c, err
+	}
+}
+
+func (w *dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (w *dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
 
 // dial checks cn's flags and connects, for the commands that do nothing
 // in between. A failure is reported, and comes as a nil client with the
