@@ -21,9 +21,17 @@ type waitFlags struct {
 }
 
 func (w *waitFlags) add(cmd *command) {
-	cmd.duration(&w.wait, "wait", 0, "give up after waiting this long for the lock (a `duration`; default: wait until it is free)")
+	cmd.duration(&w.wait, "wait", 0, "give up after waiting this long for the lock (a `duration`; default: wait until it is free;\n      0: one attempt, as --no-wait)")
 	cmd.fromEnv("wait", "FENCELOCK_WAIT")
 	cmd.fs.BoolVar(&w.noWait, "no-wait", false, "make one attempt: exit 75 at once if another lease holds the lock")
+	cmd.aliasBool("n", "no-wait")
+}
+
+// addElect registers the same flags for elect, worded for an election.
+func (w *waitFlags) addElect(cmd *command) {
+	cmd.duration(&w.wait, "wait", 0, "give up after campaigning this long (a `duration`; default: campaign until elected;\n      0: one attempt, as --no-wait)")
+	cmd.fromEnv("wait", "FENCELOCK_WAIT")
+	cmd.fs.BoolVar(&w.noWait, "no-wait", false, "make one attempt: exit 75 at once if another candidate leads")
 	cmd.aliasBool("n", "no-wait")
 }
 
@@ -65,11 +73,15 @@ type attempts struct {
 	failure    error // of the last attempt that Redis or the network failed
 	failing    bool  // the last attempt failed so, rather than finding the lock held
 	renewError error
+	// attempted, if set, is called after an attempt that did not take
+	// the lock: elect's one attempt ends the campaign there.
+	attempted func()
 }
 
 func (a *attempts) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
 		AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) {
+			defer a.afterAttempt(i.Err)
 			if errors.Is(i.Err, context.Canceled) || errors.Is(i.Err, context.DeadlineExceeded) {
 				return // cut short by the end of the wait, not failed
 			}
@@ -93,6 +105,35 @@ func (a *attempts) hooks() *fencelock.Hooks {
 		},
 	}
 }
+
+func (a *attempts) afterAttempt(err error) {
+	a.mu.Lock()
+	f := a.attempted
+	a.mu.Unlock()
+	if f != nil && err != nil {
+		f()
+	}
+}
+
+// once makes one attempt with wait, which would otherwise retry until
+// ctx ends: it ends wait's context after the first attempt that did not
+// take the lock. The error then wraps ErrNotAcquired, and the attempt's
+// own failure, if Redis failed it, is redisFailure's.
+func (a *attempts) once(ctx context.Context, wait func(context.Context) (*fencelock.Lease, error)) (*fencelock.Lease, error) {
+	octx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.mu.Lock()
+	a.attempted = func() { cancel(errOneAttempt) }
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.attempted = nil
+		a.mu.Unlock()
+	}()
+	return wait(octx)
+}
+
+var errOneAttempt = errors.New("made the one attempt that --no-wait allows")
 
 func (a *attempts) renewErr() error {
 	a.mu.Lock()
@@ -167,7 +208,7 @@ type taking struct {
 	cmd  string // the command, for messages
 	name string // the lock's (or election's) name
 	// try makes one attempt; wait waits until it holds the lock or ctx
-	// ends. try is nil where the command has no --no-wait.
+	// ends.
 	try, wait func(ctx context.Context) (*fencelock.Lease, error)
 	// held says who holds the lock instead, for "not acquired"; after is
 	// " after --wait D" or "".

@@ -244,7 +244,7 @@ func TestElect_waitAndUsage(t *testing.T) {
 	}
 
 	for _, args := range [][]string{
-		{"elect", "--wait", "0s", "x", "--", "true"},
+		{"elect", "--wait", "-1s", "x", "--", "true"},
 		{"elect", "x", "true"},
 		{"elect", "--", "true"},
 		{"elect", "a{b", "--", "true"},
@@ -373,5 +373,47 @@ func TestLeader_watchReportsErrors(t *testing.T) {
 	watch.Process.Signal(syscall.SIGTERM)
 	if code := waitExit(t, watch); code != 0 {
 		t.Errorf("leader --watch exit = %d, want 0", code)
+	}
+}
+
+// elect has run's no-wait flags: -n, --no-wait and --wait 0 make one
+// attempt, which exits 75 at once, naming the leader, if another
+// candidate leads, and leads if nobody does.
+func TestElect_noWait(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	e := fencelock.New(s.Client(t), nil).Election("led")
+	if _, err := e.Campaign(t.Context(), "the incumbent"); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Resign(t.Context())
+	for _, flag := range [][]string{{"-n"}, {"--no-wait"}, {"--wait", "0"}} {
+		h := newHarness(t)
+		start := time.Now()
+		code := h.run(append(append(append([]string{"elect", "--redis", redisURL(s)}, flag...), "led", "--"), h.self("env")...)...)
+		if code != exitNotAcquired {
+			t.Errorf("elect %s of a led election: exit = %d, want %d", flag, code, exitNotAcquired)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("elect %s of a led election took %v, want one attempt (within 5s)", flag, took)
+		}
+		if msg := oneLine(t, h.stderr.String(), "fencelock elect: "); !strings.Contains(msg, `is led by "the incumbent"`) {
+			t.Errorf("elect %s: stderr %q, want it to name the leader", flag, msg)
+		}
+		if h.stdout.String() != "" {
+			t.Errorf("elect %s: COMMAND ran: %q", flag, h.stdout)
+		}
+
+		h = newHarness(t)
+		if code := h.run(append(append(append([]string{"elect", "--redis", redisURL(s)}, flag...), "free-"+flag[0], "--"), h.self("env")...)...); code != 0 {
+			t.Errorf("elect %s of a free election: exit = %d, want 0", flag, code)
+		}
+		if !strings.Contains(h.stdout.String(), "FENCELOCK_TERM=") {
+			t.Errorf("elect %s of a free election: COMMAND said %q, want its term", flag, h.stdout)
+		}
+	}
+	h := newHarness(t)
+	if code := h.run("elect", "--redis", redisURL(s), "-n", "--wait", "1s", "x", "--", "true"); code != exitUsage {
+		t.Errorf("elect -n --wait 1s: exit = %d, want %d", code, exitUsage)
 	}
 }
