@@ -54,15 +54,16 @@ const (
 
 const exitCodesHelp = `Exit status (each command's -h lists its own):
   0    success (run: the command's own status passes through, and a
-       command killed by a signal gives 128+signal, as in the shell)
+       command killed by a signal gives 128+signal, as in the shell;
+       release: also when nobody holds the lock any more)
   1    doctor found a critical problem; leader: nobody leads
   2    usage error: bad flags, arguments or environment
   75   not acquired: another lease holds the lock (with --no-wait, or
        after --wait), or fencelock was interrupted before COMMAND started;
        elect: not elected within --wait
   124  run, elect: the lease was lost or could not be renewed in time,
-       and the command was terminated; renew/release: the lease no longer
-       holds the lock
+       and the command was terminated; renew: the lease no longer holds
+       the lock; release: another lease holds it
   125  fencelock itself failed (Redis unreachable, unexpected reply)
   126  run, elect: the command was found but could not be started
   127  run, elect: the command was not found

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/redis/go-redis/v9"
 )
 
 // leaseInfo is what acquire prints, and what renew and release read back.
@@ -139,10 +140,18 @@ FENCELOCK_SECRET is not set, from standard input: acquire's output (shell
 or JSON), or the secret alone on one line. NAME defaults to
 FENCELOCK_NAME. The secret is never taken from the command line.`
 
-const attachedExits = `  0    success
+const renewExits = `  0    success
   2    usage error: bad flags, arguments, environment or lease input
   124  the lease no longer holds the lock (it expired, was released, or
        another lease holds it now)
+  125  fencelock itself failed (Redis unreachable, unexpected reply), or
+       was interrupted
+`
+
+const releaseExits = `  0    released; or nobody holds the lock (released already, or the
+       lease expired), which release says on stderr
+  2    usage error: bad flags, arguments, environment or lease input
+  124  the lease was lost: another lease holds the lock now
   125  fencelock itself failed (Redis unreachable, unexpected reply), or
        was interrupted
 `
@@ -154,22 +163,24 @@ re-created: renew then exits with 124. The TTL is --ttl, else the
 lease's own (FENCELOCK_LEASE_TTL, or acquire's output on standard
 input), else FENCELOCK_TTL.
 
-`+leaseInputHelp, true, func(ctx context.Context, l *fencelock.Lease) error { return l.Renew(ctx) })
+`+leaseInputHelp, renewExits, true, func(ctx context.Context, l *fencelock.Lease) error { return l.Renew(ctx) })
 }
 
 func (c *cli) release(ctx context.Context, args []string) int {
 	return c.attached(ctx, "release", args, `Release a lease printed by "fencelock acquire": delete the lock if the
-lease still holds it. If the lease was lost, the lock is left alone and
-release exits with 124.
+lease still holds it. A lock that nobody holds is left alone, and
+release says so and exits 0: it was released already (or the lease
+expired), and this lease blocks nobody. If another lease holds the lock
+now, the lease was lost: the lock is left alone and release exits 124.
 
-`+leaseInputHelp, false, func(ctx context.Context, l *fencelock.Lease) error { return l.Release(ctx) })
+`+leaseInputHelp, releaseExits, false, func(ctx context.Context, l *fencelock.Lease) error { return l.Release(ctx) })
 }
 
 // attached runs renew or release on a lease rebuilt from its secret;
 // withTTL registers --ttl.
-func (c *cli) attached(ctx context.Context, name string, args []string, about string, withTTL bool, do func(context.Context, *fencelock.Lease) error) int {
+func (c *cli) attached(ctx context.Context, name string, args []string, about, exits string, withTTL bool, do func(context.Context, *fencelock.Lease) error) int {
 	var cn conn
-	cmd := c.command(name, "[flags] [NAME]", about, attachedExits)
+	cmd := c.command(name, "[flags] [NAME]", about, exits)
 	cn.addConn(cmd)
 	if withTTL {
 		cn.addTTL(cmd, "FENCELOCK_LEASE_TTL", "FENCELOCK_TTL")
@@ -204,12 +215,36 @@ func (c *cli) attached(ctx context.Context, name string, args []string, about st
 	rctx, cancel := cn.request(ctx)
 	defer cancel()
 	if err := do(rctx, lease); err != nil {
-		if errors.Is(err, fencelock.ErrLeaseLost) {
+		if !errors.Is(err, fencelock.ErrLeaseLost) {
+			return c.fail(name, exitInternal, err)
+		}
+		if name != "release" {
 			return c.fail(name, exitLeaseLost, err)
 		}
-		return c.fail(name, exitInternal, err)
+		return c.releaseLost(ctx, &cn, rdb, info.Name, err)
 	}
 	return exitOK
+}
+
+// releaseLost says why release found the lease lost. A lock that nobody
+// holds was most likely released already (a second release, a trap on
+// EXIT after an explicit one), or it expired: Redis cannot tell which.
+// Either way this lease holds nothing and blocks nobody, which is what
+// release is for, so it exits 0, as the library's Release is idempotent;
+// renew, whose failure matters, still exits 124. A lock held by another
+// lease is a lost lease: 124, naming the holder.
+func (c *cli) releaseLost(ctx context.Context, cn *conn, rdb redis.UniversalClient, name string, lost error) int {
+	rctx, cancel := cn.request(ctx)
+	defer cancel()
+	h, err := cn.locks(rdb, false).Holder(rctx, name)
+	switch {
+	case errors.Is(err, fencelock.ErrNotHeld):
+		fmt.Fprintf(c.stderr, "fencelock release: lock %q is not held: already released (or the lease expired); nothing to do\n", name)
+		return exitOK
+	case err == nil:
+		return c.fail("release", exitLeaseLost, fmt.Errorf("%w; lock %q is held by lease %s now", lost, name, h.LeaseID))
+	}
+	return c.fail("release", exitLeaseLost, lost)
 }
 
 // leaseInput finds the lease for renew and release: NAME from pos or

@@ -74,17 +74,61 @@ func TestAcquireRenewRelease(t *testing.T) {
 		t.Errorf("lock exists after release")
 	}
 
-	// The lease is gone now: renew and release say so, and renew does not
-	// re-create the lock.
-	for _, cmd := range []string{"renew", "release"} {
-		h = newHarness(t)
-		h.env = vars
-		if code := h.run(cmd, "--redis", redisURL(s)); code != exitLeaseLost {
-			t.Errorf("%s after release: exit = %d, want %d", cmd, code, exitLeaseLost)
-		}
+	// The lease is gone now: renew says so, and does not re-create the
+	// lock (a second release: TestRelease_twice).
+	h = newHarness(t)
+	h.env = vars
+	if code := h.run("renew", "--redis", redisURL(s)); code != exitLeaseLost {
+		t.Errorf("renew after release: exit = %d, want %d", code, exitLeaseLost)
 	}
 	if n := rdb.Exists(ctx, "fencelock:{script-job}").Val(); n != 0 {
 		t.Errorf("lock exists after a renew of a released lease; renew must not re-create it")
+	}
+}
+
+// A second release of a released lease says so and succeeds, as the
+// library's Release is idempotent: nothing is held that could block
+// anyone. A lease whose lock another lease holds now is lost: 124,
+// naming the holder.
+func TestRelease_twice(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	vars := acquireVars(t, s, "twice")
+	for i, want := range []string{"", `lock "twice" is not held: already released (or the lease expired)`} {
+		h := newHarness(t)
+		h.env = vars
+		if code := h.run("release", "--redis", redisURL(s)); code != 0 {
+			t.Errorf("release %d: exit = %d, want 0", i+1, code)
+		}
+		if want == "" {
+			if h.stderr.String() != "" {
+				t.Errorf("release 1: stderr %q, want nothing", h.stderr)
+			}
+			continue
+		}
+		if msg := oneLine(t, h.stderr.String(), "fencelock release: "); !strings.Contains(msg, want) || strings.Contains(msg, "lost") {
+			t.Errorf("release %d: stderr %q, want %q", i+1, msg, want)
+		}
+	}
+
+	vars = acquireVars(t, s, "--ttl", "1s", "taken-over")
+	rdb.Del(t.Context(), "fencelock:{taken-over}") // as if it expired
+	other, err := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute}).TryAcquire(t.Context(), "taken-over")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(t.Context())
+	h := newHarness(t)
+	h.env = vars
+	if code := h.run("release", "--redis", redisURL(s)); code != exitLeaseLost {
+		t.Errorf("release of a lock another lease holds: exit = %d, want %d", code, exitLeaseLost)
+	}
+	if msg := oneLine(t, h.stderr.String(), "fencelock release: "); !strings.Contains(msg, "lease lost") || !strings.Contains(msg, "held by lease "+other.ID()) {
+		t.Errorf("release of a lock another lease holds: stderr %q, want lease lost, held by lease %s", msg, other.ID())
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{taken-over}").Val(); n != 1 {
+		t.Errorf("the other lease's lock is gone after release of the lost lease")
 	}
 }
 
