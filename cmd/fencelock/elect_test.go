@@ -417,3 +417,28 @@ func TestElect_noWait(t *testing.T) {
 		t.Errorf("elect -n --wait 1s: exit = %d, want %d", code, exitUsage)
 	}
 }
+
+// leader --watch runs until interrupted, also when started with SIGINT
+// and SIGTERM ignored, as a non-interactive shell starts a background
+// job ("fencelock leader --watch x &" in a script).
+func TestLeader_watchInterruptedThoughIgnored(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command("sh", "-c", `trap "" INT TERM; exec "$0" "$@"`, os.Args[0], "leader", "--watch", "--redis", redisURL(s), "watched")
+		cmd.Env = append(os.Environ(), mainEnv+"=1")
+		p := startCmd(t, cmd)
+		p.stdout.waitFor(t, "no leader")
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.done:
+			if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("leader --watch, %v: exit = %d, want 0 (interrupted)\nstderr:\n%s", sig, code, p.stderr)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("leader --watch started with %v ignored did not exit within 10s of it", sig)
+		}
+	}
+}

@@ -142,6 +142,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		getenv:  os.Getenv,
 		environ: os.Environ,
 		notify:  notifySignals,
+		untilInterrupted: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		},
 	}
 	return c.main(ctx, args)
 }
@@ -157,6 +160,13 @@ type cli struct {
 	// notify starts delivering the signals that run forwards to its
 	// command; stop ends it.
 	notify func(chan<- os.Signal) (stop func())
+	// untilInterrupted returns a context that SIGINT or SIGTERM ends,
+	// even if fencelock was started with them ignored: what runs until
+	// interrupted (leader --watch) must be interruptible, also when a
+	// script started it in the background, where the shell ignores
+	// SIGINT. Commands that run COMMAND keep ignored signals ignored, as
+	// nohup asks (see caught).
+	untilInterrupted func(context.Context) (context.Context, context.CancelFunc)
 }
 
 func notifySignals(c chan<- os.Signal) func() {

@@ -201,6 +201,9 @@ func (h *harness) cli() *cli {
 			h.sigc <- c
 			return func() {}
 		},
+		untilInterrupted: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithCancel(ctx) // the test's context interrupts
+		},
 	}
 }
 
