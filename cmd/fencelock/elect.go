@@ -14,7 +14,9 @@ import (
 const electAbout = `Campaign in the election NAME, run COMMAND while this candidate leads,
 and resign when COMMAND exits, so that a waiting candidate leads at once.
 elect waits until it leads; --no-wait (-n) makes one attempt, --wait
-bounds the wait. Start one elect per
+bounds the wait, and -E sets the exit status if another candidate leads.
+As with run, flags come before NAME, everything after NAME is COMMAND,
+and a "--" between them is optional. Start one elect per
 host (or per process that may lead), each with the same NAME: one of
 them runs COMMAND at a time.
 
@@ -45,8 +47,8 @@ const electExits = `  N    COMMAND's own exit status; 128+S if signal S killed i
   0    with --loop: interrupted while campaigning or between runs
   2    usage error: bad flags, arguments or environment
   75   not elected: another candidate leads (with --no-wait) or led
-       throughout --wait, or elect was interrupted before COMMAND started
-       (without --loop)
+       throughout --wait (-E changes this status), or elect was
+       interrupted before COMMAND started (without --loop)
   124  the leadership was lost or could not be renewed in time: elect
        terminated COMMAND (without --loop)
   125  fencelock itself failed (Redis unreachable, unexpected reply)
@@ -63,7 +65,7 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 		loop      bool
 		loopDelay time.Duration
 	)
-	cmd := c.command("elect", "[flags] NAME -- COMMAND [ARG...]", electAbout, electExits)
+	cmd := c.command("elect", "[flags] NAME [--] COMMAND [ARG...]", electAbout, electExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
 	wf.addElect(cmd)
@@ -72,10 +74,7 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	cmd.fs.BoolVar(&loop, "loop", false, "campaign again after COMMAND exits or the leadership is lost, until interrupted")
 	cmd.duration(&loopDelay, "loop-delay", time.Second, "with --loop, how long to wait before campaigning again (a `duration`)")
 	cf.add(cmd)
-	pos, argv, dashes, err := cmd.parse(args)
-	if err == nil {
-		err = commandArgs(pos, argv, dashes)
-	}
+	name, argv, err := cmd.parseCommand(args)
 	var policy waitPolicy
 	if err == nil {
 		policy, err = wf.policy(cmd)
@@ -86,7 +85,6 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	if err != nil {
 		return cmd.exit(err)
 	}
-	name := pos[0]
 	h, locks, done, code := c.prepareHolding(ctx, cmd, &cn, &cf, name, argv)
 	if h == nil {
 		return code

@@ -245,7 +245,7 @@ func TestElect_waitAndUsage(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"elect", "--wait", "-1s", "x", "--", "true"},
-		{"elect", "x", "true"},
+		{"elect", "x"},
 		{"elect", "--", "true"},
 		{"elect", "a{b", "--", "true"},
 		{"elect", "--value", "", "--redis", redisURL(s), "x", "--", "true"},

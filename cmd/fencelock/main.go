@@ -5,12 +5,12 @@
 //
 // Usage:
 //
-//	fencelock run [flags] NAME -- COMMAND [ARG...]
+//	fencelock run [flags] NAME [--] COMMAND [ARG...]
 //	fencelock acquire [flags] NAME
 //	fencelock renew [flags] [NAME]
 //	fencelock release [flags] [NAME]
 //	fencelock status [flags] NAME
-//	fencelock elect [flags] NAME -- COMMAND [ARG...]
+//	fencelock elect [flags] NAME [--] COMMAND [ARG...]
 //	fencelock leader [flags] NAME
 //	fencelock doctor [flags]
 //	fencelock demo [flags]
@@ -59,8 +59,9 @@ const exitCodesHelp = `Exit status (each command's -h lists its own):
   1    doctor found a critical problem; leader: nobody leads
   2    usage error: bad flags, arguments or environment
   75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait), or fencelock was interrupted before COMMAND started;
-       elect: not elected within --wait
+       after --wait; -E, --conflict-exit-code, changes this status), or
+       fencelock was interrupted before COMMAND started; elect: another
+       candidate leads (with --no-wait, or throughout --wait)
   124  run, elect: the lease was lost or could not be renewed in time,
        and the command was terminated; renew: the lease no longer holds
        the lock; release: another lease holds it
@@ -72,17 +73,20 @@ const exitCodesHelp = `Exit status (each command's -h lists its own):
 const topUsage = `fencelock runs commands under Redis locks that issue fencing tokens.
 
 Usage:
-  fencelock run [flags] NAME -- COMMAND [ARG...]   run a command holding a lock
-  fencelock acquire [flags] NAME                   acquire; print the lease for eval
-  fencelock renew [flags] [NAME]                   renew a lease printed by acquire
-  fencelock release [flags] [NAME]                 release a lease printed by acquire
-  fencelock status [flags] NAME                    show a lock's holder, TTL and token
-  fencelock elect [flags] NAME -- COMMAND [ARG...] run a command while leading an election
-  fencelock leader [flags] NAME                    show (or --watch) an election's leader
-  fencelock doctor [flags]                         audit a Redis deployment for lock safety
-  fencelock demo [flags]                           watch a paused holder's stale write,
-                                                   unfenced and fenced
-  fencelock version                                print the version
+  fencelock run [flags] NAME [--] COMMAND [ARG...]   run a command holding a lock
+  fencelock acquire [flags] NAME                     acquire; print the lease for eval
+  fencelock renew [flags] [NAME]                     renew a lease printed by acquire
+  fencelock release [flags] [NAME]                   release a lease printed by acquire
+  fencelock status [flags] NAME                      show a lock's holder, TTL and token
+  fencelock elect [flags] NAME [--] COMMAND [ARG...] run a command while leading an election
+  fencelock leader [flags] NAME                      show (or --watch) an election's leader
+  fencelock doctor [flags]                           audit a Redis deployment for lock safety
+  fencelock demo [flags]                             watch a paused holder's stale write,
+                                                     unfenced and fenced
+  fencelock version                                  print the version
+
+Flags come before NAME; for run and elect, everything after NAME is
+COMMAND (a "--" between them is optional).
 
 Run "fencelock COMMAND -h" for a command's flags.
 

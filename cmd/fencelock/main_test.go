@@ -55,6 +55,11 @@ func child(mode string) int {
 			}
 		}
 		return 0
+	case "args": // print each argument after the test binary's flag, one a line
+		for _, a := range os.Args[2:] {
+			fmt.Println(a)
+		}
+		return 0
 	case "exit": // exit with the status in FENCELOCK_TEST_CODE
 		n, err := strconv.Atoi(os.Getenv("FENCELOCK_TEST_CODE"))
 		if err != nil {

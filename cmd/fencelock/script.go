@@ -51,7 +51,7 @@ within the TTL (every TTL/3, say), and "fencelock release" when done.`
 const acquireExits = `  0    acquired: the lease is printed
   2    usage error: bad flags, arguments or environment
   75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait), or fencelock was interrupted
+       after --wait; -E changes this status), or fencelock was interrupted
   125  fencelock itself failed (Redis unreachable, unexpected reply)
 `
 
