@@ -193,7 +193,7 @@ func TestElect_env(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	h := newHarness(t)
-	h.childEnv = append(h.childEnv, "FENCELOCK_SECRET=from-an-earlier-acquire")
+	h.childEnv = append(h.childEnv, "FENCELOCK_SECRET=from-an-earlier-acquire", "FENCELOCK_SECRET_FILE=/from/an/earlier/acquire")
 	if code := h.run(append([]string{"elect", "--redis", redisURL(s), "--value", "me", "env-job", "--"}, h.self("env")...)...); code != 0 {
 		t.Fatalf("elect exit = %d, want 0", code)
 	}
@@ -205,8 +205,10 @@ func TestElect_env(t *testing.T) {
 	if vars["FENCELOCK_NAME"] != "env-job" || vars["FENCELOCK_TERM"] == "" || vars["FENCELOCK_TERM"] != vars["FENCELOCK_TOKEN"] {
 		t.Errorf("COMMAND's environment %v, want the name, and the term as token", vars)
 	}
-	if _, ok := vars["FENCELOCK_SECRET"]; ok {
-		t.Errorf("COMMAND got FENCELOCK_SECRET")
+	for _, k := range []string{"FENCELOCK_SECRET", "FENCELOCK_SECRET_FILE"} {
+		if _, ok := vars[k]; ok {
+			t.Errorf("COMMAND got %s", k)
+		}
 	}
 	if f, err := fence.Parse(vars["FENCELOCK_FENCE"]); err != nil || strconv.FormatInt(f.Token, 10) != vars["FENCELOCK_TERM"] || f.Lease != vars["FENCELOCK_LEASE"] {
 		t.Errorf("FENCELOCK_FENCE %q (%+v, %v), want the term %s and the lease", vars["FENCELOCK_FENCE"], f, err, vars["FENCELOCK_TERM"])

@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 func child(mode string) int {
 	switch mode {
 	case "env": // print what fencelock put in the environment
-		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_TERM", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET"} {
+		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_TERM", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET", "FENCELOCK_SECRET_FILE"} {
 			if v, ok := os.LookupEnv(k); ok {
 				fmt.Printf("%s=%s\n", k, v)
 			}

@@ -131,11 +131,12 @@ func (f *commandFlags) check(cmd *command, ttl time.Duration) error {
 
 // leaseEnv returns COMMAND's environment: environ, without what an
 // earlier "eval $(fencelock acquire --export)" in the same shell may have
-// left there (the owner secret is not COMMAND's business), with the
+// left there (the owner secret, or where to read it, is not COMMAND's
+// business), with the
 // lease's name, token, ID and fence, and the extra variables.
 func leaseEnv(environ []string, lease *fencelock.Lease, extra ...string) []string {
 	env := slices.DeleteFunc(environ, func(kv string) bool {
-		return strings.HasPrefix(kv, "FENCELOCK_SECRET=") || strings.HasPrefix(kv, "FENCELOCK_LEASE_TTL=")
+		return strings.HasPrefix(kv, "FENCELOCK_SECRET=") || strings.HasPrefix(kv, "FENCELOCK_SECRET_FILE=") || strings.HasPrefix(kv, "FENCELOCK_LEASE_TTL=")
 	})
 	env = append(env,
 		"FENCELOCK_NAME="+lease.Name(),

@@ -262,7 +262,7 @@ func TestHelp(t *testing.T) {
 		want, unwant []string
 	}{
 		{"run", []string{"-n, --no-wait", "--wait", "--grace", "--timeout", "--ttl", "75", "124", "126", "127", "flock"}, []string{"doctor found", "--json"}},
-		{"acquire", []string{"-n, --no-wait", "--wait", "--ttl", "--export", "75", "(exit N)"}, []string{"124", "126", "--grace"}},
+		{"acquire", []string{"-n, --no-wait", "--wait", "--ttl", "--export", "75", "(exit N)", "--secret-file", "set -x", "-E, --conflict-exit-code"}, []string{"124", "126", "--grace"}},
 		{"renew", []string{"--ttl", "124", "FENCELOCK_LEASE_TTL"}, []string{"75 ", "126", "--wait"}},
 		{"release", []string{"124", "--timeout"}, []string{"--ttl", "75 ", "126", "--wait"}},
 		{"status", []string{"--json", "125"}, []string{"--ttl", "124", "75 "}},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +22,10 @@ type leaseInfo struct {
 	Token  int64  `json:"token"`
 	Lease  string `json:"lease"`
 	Fence  string `json:"fence"`
-	Secret string `json:"secret"`
-	TTLms  int64  `json:"ttl_ms"`
+	Secret string `json:"secret,omitempty"`
+	// SecretFile is where the secret is instead, with --secret-file.
+	SecretFile string `json:"secret_file,omitempty"`
+	TTLms      int64  `json:"ttl_ms"`
 }
 
 const acquireAbout = `Acquire the lock NAME and print the lease as shell assignments for eval,
@@ -36,6 +39,13 @@ free; --no-wait makes one attempt, --wait bounds the wait.
   FENCELOCK_SECRET     the owner secret: whoever has it can renew and
                        release the lock. Keep it out of logs and command lines.
   FENCELOCK_LEASE_TTL  the lease's TTL, so that a later renew uses the same
+
+Under "set -x" the shell traces what eval runs, FENCELOCK_SECRET
+included. --secret-file FILE keeps the secret out of the trace (and out
+of the environment): acquire writes it to FILE, created with mode 0600,
+and prints FENCELOCK_SECRET_FILE=FILE instead, from which renew and
+release read it. Remove FILE when done (release leaves it, so that a
+second release still finds the lease).
 
 If the lock is not acquired, or anything else fails, acquire prints the
 shell statement "(exit N)" instead, N being its exit status, so that
@@ -70,9 +80,10 @@ func (c *cli) acquire(ctx context.Context, args []string) int {
 
 func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool) int {
 	var (
-		cn     conn
-		wf     waitFlags
-		export bool
+		cn         conn
+		wf         waitFlags
+		export     bool
+		secretFile string
 	)
 	cmd := c.command("acquire", "[flags] NAME", acquireAbout, acquireExits)
 	cn.addConn(cmd)
@@ -80,6 +91,7 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 	wf.add(cmd)
 	cmd.fs.BoolVar(asJSON, "json", false, "print JSON instead of shell assignments")
 	cmd.fs.BoolVar(&export, "export", false, "prefix each assignment with export, so that later commands see them")
+	cmd.fs.StringVar(&secretFile, "secret-file", "", "write the secret to `FILE` (mode 0600) and print FENCELOCK_SECRET_FILE instead of\n      FENCELOCK_SECRET: the secret stays out of set -x traces and the environment")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil {
 		err = oneName(pos, dashes)
@@ -92,8 +104,17 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 	if err == nil {
 		target, err = cn.check(cmd)
 	}
+	var sf *secretWriter
+	if err == nil && secretFile != "" {
+		// Before the lock is taken: a file that cannot be written must not
+		// cost a lease that nobody could renew or release.
+		sf, err = newSecretWriter(secretFile)
+	}
 	if err != nil {
 		return cmd.exit(err)
+	}
+	if sf != nil {
+		defer sf.abandon()
 	}
 	a := &attempts{name: pos[0], cmd: "acquire", stderr: c.stderr}
 	cn.hooks = a.hooks()
@@ -114,6 +135,15 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 		Secret: lease.Secret(),
 		TTLms:  cn.ttl.Milliseconds(),
 	}
+	if sf != nil {
+		if err := sf.write(info.Secret); err != nil {
+			// Nobody could renew or release the lease: give it back.
+			rctx, cancel := cn.request(ctx)
+			defer cancel()
+			return c.fail("acquire", exitInternal, errors.Join(err, lease.Release(rctx)))
+		}
+		info.Secret, info.SecretFile = "", sf.path
+	}
 	if *asJSON {
 		b, _ := json.Marshal(info)
 		fmt.Fprintf(c.stdout, "%s\n", b)
@@ -128,17 +158,81 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 		shellAssign(export, "FENCELOCK_TOKEN", strconv.FormatInt(info.Token, 10)),
 		shellAssign(export, "FENCELOCK_LEASE", info.Lease),
 		shellAssign(export, "FENCELOCK_FENCE", info.Fence),
-		shellAssign(export, "FENCELOCK_SECRET", info.Secret),
-		shellAssign(export, "FENCELOCK_LEASE_TTL", cn.ttl.String()),
 	)
+	if info.SecretFile != "" {
+		fmt.Fprint(c.stdout, shellAssign(export, "FENCELOCK_SECRET_FILE", info.SecretFile))
+	} else {
+		fmt.Fprint(c.stdout, shellAssign(export, "FENCELOCK_SECRET", info.Secret))
+	}
+	fmt.Fprint(c.stdout, shellAssign(export, "FENCELOCK_LEASE_TTL", cn.ttl.String()))
 	return exitOK
 }
 
+// secretWriter writes acquire's --secret-file: to a temporary file of
+// mode 0600 in the same directory, renamed to the file once written, so
+// that the secret is never readable by others, nor the file half written.
+type secretWriter struct {
+	path string // absolute, as renew and release may run elsewhere
+	tmp  *os.File
+}
+
+func newSecretWriter(file string) (*secretWriter, error) {
+	path, err := filepath.Abs(file)
+	if err != nil {
+		return nil, usageErrorf("--secret-file %s: %v", file, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".fencelock-secret-*")
+	if err != nil {
+		return nil, usageErrorf("--secret-file %s: cannot create a file there: %v", file, err)
+	}
+	return &secretWriter{path: path, tmp: tmp}, nil
+}
+
+func (w *secretWriter) write(secret string) error {
+	_, err := w.tmp.WriteString(secret + "\n")
+	err = errors.Join(err, w.tmp.Sync(), w.tmp.Close())
+	if err == nil {
+		err = os.Rename(w.tmp.Name(), w.path)
+	}
+	if err != nil {
+		return fmt.Errorf("--secret-file %s: %w", w.path, err)
+	}
+	w.tmp = nil
+	return nil
+}
+
+// abandon removes the temporary file unless write renamed it.
+func (w *secretWriter) abandon() {
+	if w.tmp != nil {
+		w.tmp.Close()
+		os.Remove(w.tmp.Name())
+	}
+}
+
+// readSecretFile reads a secret written by acquire --secret-file.
+func readSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<12))
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return "", errors.New("want the secret alone, as acquire --secret-file writes it")
+	}
+	return s, nil
+}
+
 const leaseInputHelp = `The lease comes from the environment that "eval $(fencelock acquire ...)"
-sets (FENCELOCK_SECRET, FENCELOCK_TOKEN, FENCELOCK_NAME), or, when
-FENCELOCK_SECRET is not set, from standard input: acquire's output (shell
-or JSON), or the secret alone on one line. NAME defaults to
-FENCELOCK_NAME. The secret is never taken from the command line.`
+sets (FENCELOCK_SECRET, or the file FENCELOCK_SECRET_FILE names, with
+FENCELOCK_TOKEN and FENCELOCK_NAME), or, when neither is set, from
+standard input: acquire's output (shell or JSON), or the secret alone on
+one line. NAME defaults to FENCELOCK_NAME. The secret is never taken
+from the command line.`
 
 const renewExits = `  0    success
   2    usage error: bad flags, arguments, environment or lease input
@@ -253,7 +347,8 @@ func (c *cli) leaseInput(pos []string) (leaseInfo, error) {
 	var info leaseInfo
 	info.Name = c.getenv("FENCELOCK_NAME")
 	token := c.getenv("FENCELOCK_TOKEN")
-	if info.Secret = c.getenv("FENCELOCK_SECRET"); info.Secret == "" {
+	info.Secret, info.SecretFile = c.getenv("FENCELOCK_SECRET"), c.getenv("FENCELOCK_SECRET_FILE")
+	if info.Secret == "" && info.SecretFile == "" {
 		if f, ok := c.stdin.(*os.File); ok && isTerminal(f) {
 			return info, usageErrorf("no lease: set FENCELOCK_SECRET (eval the output of acquire) or pipe acquire's output to standard input")
 		}
@@ -265,13 +360,20 @@ func (c *cli) leaseInput(pos []string) (leaseInfo, error) {
 		if err != nil {
 			return info, usageErrorf("standard input: %v", err)
 		}
-		info.Secret, info.TTLms = got.Secret, got.TTLms
+		info.Secret, info.SecretFile, info.TTLms = got.Secret, got.SecretFile, got.TTLms
 		if got.Name != "" {
 			info.Name = got.Name
 		}
 		if got.Token != 0 {
 			token = strconv.FormatInt(got.Token, 10)
 		}
+	}
+	if info.Secret == "" && info.SecretFile != "" {
+		secret, err := readSecretFile(info.SecretFile)
+		if err != nil {
+			return info, usageErrorf("FENCELOCK_SECRET_FILE %s: %v", info.SecretFile, err)
+		}
+		info.Secret = secret
 	}
 	if len(pos) == 1 {
 		if info.Name != "" && info.Name != pos[0] {
@@ -317,7 +419,7 @@ func parseLeaseInput(s string) (leaseInfo, error) {
 		if err != nil {
 			return info, err
 		}
-		info.Name, info.Secret = vars["FENCELOCK_NAME"], vars["FENCELOCK_SECRET"]
+		info.Name, info.Secret, info.SecretFile = vars["FENCELOCK_NAME"], vars["FENCELOCK_SECRET"], vars["FENCELOCK_SECRET_FILE"]
 		if tok := vars["FENCELOCK_TOKEN"]; tok != "" {
 			n, err := strconv.ParseInt(tok, 10, 64)
 			if err != nil || n <= 0 {
@@ -337,7 +439,7 @@ func parseLeaseInput(s string) (leaseInfo, error) {
 	default:
 		info.Secret = t
 	}
-	if info.Secret == "" {
+	if info.Secret == "" && info.SecretFile == "" {
 		return info, errors.New("no FENCELOCK_SECRET")
 	}
 	return info, nil

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -381,13 +384,15 @@ func FuzzParseLeaseInput(f *testing.F) {
 		"s3cret\n",
 		"export FENCELOCK_SECRET='x y'",
 		"FENCELOCK_TOKEN=-1",
+		"FENCELOCK_NAME=a\nFENCELOCK_TOKEN=5\nFENCELOCK_SECRET_FILE=/tmp/s\n",
+		`{"name":"a","token":5,"secret_file":"/tmp/s"}`,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		info, err := parseLeaseInput(in)
-		if err == nil && info.Secret == "" {
-			t.Fatalf("parseLeaseInput(%q) = %+v, nil; want a secret or an error", in, info)
+		if err == nil && info.Secret == "" && info.SecretFile == "" {
+			t.Fatalf("parseLeaseInput(%q) = %+v, nil; want a secret, a secret file or an error", in, info)
 		}
 		if err == nil && info.Token < 0 {
 			t.Fatalf("parseLeaseInput(%q) accepted token %d", in, info.Token)
@@ -487,5 +492,94 @@ func TestAcquire_exportKeepsTTLToTheLease(t *testing.T) {
 	}
 	if pttl := rdb.PTTL(t.Context(), "fencelock:{exported}").Val(); pttl <= 20*time.Second {
 		t.Errorf("PTTL after renew < acquire's output = %v, want the lease's 1m", pttl)
+	}
+}
+
+// Under "set -x" the shell traces what eval runs, FENCELOCK_SECRET
+// included; with --secret-file, acquire writes the secret to a file of
+// mode 0600 instead, prints FENCELOCK_SECRET_FILE in its place, and renew
+// and release read it from there: the trace of the whole life cycle,
+// in bash and dash, shows no secret.
+func TestAcquire_secretFile(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	for _, shell := range []string{"bash", "dash"} {
+		path, err := exec.LookPath(shell)
+		if err != nil {
+			t.Errorf("no %s: install it (apt-get install %[1]s) to test the idiom in it", shell)
+			continue
+		}
+		name := "secret-file-" + shell
+		file := filepath.Join(t.TempDir(), "lease.secret")
+		// "$0" is fencelock (this test binary in main mode).
+		script := `set -x
+eval "$("$0" acquire --export --secret-file ` + file + ` ` + name + `)" || exit
+"$0" renew || exit
+"$0" status ` + name + `
+"$0" release || exit`
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, path, "-c", script, os.Args[0])
+		cmd.Env = append(os.Environ(), mainEnv+"=1", "REDIS_URL="+redisURL(s))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		cancel()
+		if err != nil {
+			t.Errorf("%s: script failed: %v\nstdout:\n%s\nstderr:\n%s", shell, err, &stdout, &stderr)
+			continue
+		}
+		secret, err := os.ReadFile(file)
+		if err != nil {
+			t.Errorf("%s: %v", shell, err)
+			continue
+		}
+		if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: secret file mode %v (%v), want 0600", shell, fi.Mode().Perm(), err)
+		}
+		sec := strings.TrimSpace(string(secret))
+		if len(sec) < 16 {
+			t.Errorf("%s: secret file holds %q, want the secret", shell, secret)
+			continue
+		}
+		if strings.Contains(stderr.String(), sec) || strings.Contains(stdout.String(), sec) {
+			t.Errorf("%s: the trace shows the secret:\n%s", shell, &stderr)
+		}
+		if !strings.Contains(stderr.String(), "FENCELOCK_SECRET_FILE="+file) || !strings.Contains(stdout.String(), "held   yes") {
+			t.Errorf("%s: trace %q, stdout %q: want FENCELOCK_SECRET_FILE set and the lock held while the script ran", shell, &stderr, &stdout)
+		}
+		if n := rdb.Exists(t.Context(), "fencelock:{"+name+"}").Val(); n != 0 {
+			t.Errorf("%s: lock exists after the script's release", shell)
+		}
+	}
+
+	// --json: no secret in the JSON, the file named instead; release reads
+	// the JSON on standard input.
+	file := filepath.Join(t.TempDir(), "json.secret")
+	h := newHarness(t)
+	if code := h.run("acquire", "--redis", redisURL(s), "--json", "--secret-file", file, "secret-file-json"); code != 0 {
+		t.Fatalf("acquire --json --secret-file: exit = %d", code)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(h.stdout.String()), &got); err != nil || got["secret"] != nil || got["secret_file"] != file {
+		t.Errorf("acquire --json --secret-file printed %s (%v), want secret_file and no secret", h.stdout, err)
+	}
+	r := newHarness(t)
+	r.stdin = h.stdout.String()
+	if code := r.run("release", "--redis", redisURL(s)); code != 0 || r.stderr.String() != "" {
+		t.Errorf("release < acquire --json --secret-file: exit = %d, stderr %q; want 0 and nothing", code, r.stderr)
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{secret-file-json}").Val(); n != 0 {
+		t.Errorf("lock exists after release")
+	}
+
+	// A file that cannot be written is a usage error, before the lock is
+	// taken.
+	h = newHarness(t)
+	if code := h.run("acquire", "--redis", redisURL(s), "--secret-file", filepath.Join(t.TempDir(), "no", "such", "dir"), "secret-file-bad"); code != exitUsage {
+		t.Errorf("acquire --secret-file in a missing directory: exit = %d, want %d", code, exitUsage)
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{secret-file-bad}:token").Val(); n != 0 {
+		t.Errorf("acquire --secret-file in a missing directory took the lock")
 	}
 }
