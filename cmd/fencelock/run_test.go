@@ -314,6 +314,9 @@ func FuzzRedisOptions(f *testing.F) {
 		"redis+sentinel://u:secretpw@h1:1,h2:2/m/0", "rediss+sentinel://u:secretpw@h/m?addr=secretpw",
 		"redis+sentinel://u:secretpw@h/m?password=secretpw", "redis+cluster://u:secretpw@h1,h2:2?dial_timeout=secretpw",
 		"rediss+cluster://:secretpw@h/5", "redis+cluster://u:secretpw@h:secretpw",
+		"redis://h/?password=secretpw", "redis://h/?Password=secretpw", "redis://h/?password=secretpw;x",
+		"redis://h/?db=0;password=secretpw", "redis://h/?password=secret%zzpw", "redis://h/?pass%77ord=secretpw",
+		"redis://h/?password=secretpw&dial_timeout=secretpw", "redis+cluster://h?a=1;sentinel_password=secretpw",
 	} {
 		f.Add(s)
 	}
@@ -331,6 +334,16 @@ func FuzzRedisOptions(f *testing.F) {
 		}
 		if strings.Contains(pw, "secretpw") && strings.Count(err.Error(), pw) > strings.Count(shown, pw) {
 			t.Fatalf("redisOptions(%q) error %q reveals the password", raw, err)
+		}
+		// Nor a password among the query options, where it is the only
+		// place the URL has it.
+		if u, perr := url.Parse(raw); perr == nil {
+			query := u.RawQuery
+			for _, qpw := range querySecrets(query) {
+				if strings.Contains(qpw, "secretpw") && strings.Count(raw, "secretpw") == strings.Count(query, "secretpw") && strings.Contains(err.Error(), "secretpw") {
+					t.Fatalf("redisOptions(%q) error %q reveals the query's password", raw, err)
+				}
+			}
 		}
 	})
 }
