@@ -65,7 +65,8 @@ const exitCodesHelp = `Exit status (each command's -h lists its own):
   124  run, elect: the lease was lost or could not be renewed in time,
        and the command was terminated; renew: the lease no longer holds
        the lock; release: another lease holds it
-  125  fencelock itself failed (Redis unreachable, unexpected reply)
+  125  fencelock itself failed (Redis unreachable, a server certificate
+       that does not verify, unexpected reply)
   126  run, elect: the command was found but could not be started
   127  run, elect: the command was not found
 `
@@ -109,6 +110,8 @@ Connection (every command but demo and version):
                    ACL user and password of a node, a Cluster's nodes or a
                    Sentinel group's master, if the URL has none (for
                    redis+sentinel://, only from here); keep secrets out of argv
+  --prefix P       or FENCELOCK_PREFIX (default fencelock:): the prefix of
+                   every key, as the library's Options.Prefix
   --timeout D      or FENCELOCK_TIMEOUT (default 5s): how long to wait for
                    Redis to answer when connecting, and for each command
                    that does not wait for a lock
