@@ -35,6 +35,16 @@ func TestCommandLine_withoutDashes(t *testing.T) {
 			t.Errorf("fencelock %q: COMMAND's arguments %q, want %q", args, got, tc.want)
 		}
 	}
+	for _, cmd := range []string{"run", "elect"} {
+		h := newHarness(t)
+		if code := h.run(cmd, "name", "-h"); code != 0 || !strings.HasPrefix(h.stdout.String(), "Usage: fencelock "+cmd) {
+			t.Errorf("fencelock %s name -h: exit = %d, stdout %q; want 0 and the usage", cmd, code, h.stdout)
+		}
+		h = newHarness(t)
+		if code := h.run(cmd, "--redis", redisURL(s), "name", "-x"); code != exitUsage || !strings.Contains(h.stderr.String(), "goes after --") {
+			t.Errorf("fencelock %s name -x: exit = %d, stderr %q; want %d, saying where flags and such a COMMAND go", cmd, code, h.stderr, exitUsage)
+		}
+	}
 	for _, args := range [][]string{
 		{"run", "--redis", redisURL(s), "name"},
 		{"elect", "--redis", redisURL(s), "name"},

@@ -100,6 +100,9 @@ func (cmd *command) parseCommand(args []string) (name string, argv []string, err
 		argv = rest[1:]
 	case len(rest) > 0 && strings.HasPrefix(rest[0], "-"):
 		i := slices.Index(rest, "--")
+		if i < 0 && slices.Contains([]string{"-h", "-help", "--help"}, rest[0]) {
+			return "", nil, cmd.parseFlags(rest[:1]) // "run NAME -h" asks for help
+		}
 		if i < 0 {
 			return "", nil, usageErrorf("%q after NAME: flags go before NAME; a COMMAND that starts with - goes after --", rest[0])
 		}
