@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -116,6 +118,59 @@ func TestREADME_flagsMatchHelp(t *testing.T) {
 			if !strings.Contains(sec, "`"+e+"`") {
 				t.Errorf("fencelock %s -h names $%s, which README's Command line section lacks", cmd, e)
 			}
+		}
+	}
+}
+
+// README's "Tested servers" names every package whose tests start
+// servers (through internal/redistest), which make test runs once per
+// server.
+func TestREADME_testedServersNamesEveryServerPackage(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(b), "\n## Tested servers\n")
+	para, _, _ := strings.Cut(sec, "\n\n|")
+	para = strings.Join(strings.Fields(para), " ") // as wrapped anywhere
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]bool{}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root:
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(src), `"github.com/fencelock/fencelock/internal/redistest"`) {
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			dirs[filepath.ToSlash(rel)] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 3 {
+		t.Fatalf("found only %v with tests that start servers", dirs)
+	}
+	for dir := range dirs {
+		name := "`" + dir + "`"
+		switch dir {
+		case ".":
+			name = "the root package"
+		case "chaos":
+			name = "the chaos suite"
+		}
+		if !strings.Contains(para, name) {
+			t.Errorf("README's Tested servers does not name %s, whose tests start servers:\n%s", name, para)
 		}
 	}
 }
