@@ -299,7 +299,7 @@ func TestHelp(t *testing.T) {
 	if got := h.run("-h"); got != 0 {
 		t.Errorf("fencelock -h: exit %d, want 0", got)
 	}
-	for _, w := range []string{"Exit status", "redis+sentinel://[user:password@]host:port", "redis+cluster://", "REDIS_USERNAME", "--timeout", "--prefix", "certificate", "no { or }"} {
+	for _, w := range []string{"Exit status", "redis+sentinel://[user:password@]host:port", "redis+cluster://", "REDIS_USERNAME", "--timeout", "--prefix", "a server certificate", "no { or }"} {
 		if !strings.Contains(h.stdout.String(), w) {
 			t.Errorf("fencelock -h lacks %q:\n%s", w, h.stdout)
 		}
