@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/term"
 )
 
 // leaseInfo is what acquire prints, and what renew and release read back.
@@ -445,10 +446,9 @@ func parseLeaseInput(s string) (leaseInfo, error) {
 	return info, nil
 }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal: not merely a character
+// device, which /dev/null is too.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 const statusAbout = `Show who holds the lock NAME: the holder's public lease ID, the lock's
 remaining TTL, and the holder's token (the last issued for NAME). It

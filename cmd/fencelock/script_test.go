@@ -583,3 +583,24 @@ eval "$("$0" acquire --export --secret-file ` + file + ` ` + name + `)" || exit
 		t.Errorf("acquire --secret-file in a missing directory took the lock")
 	}
 }
+
+// /dev/null is a character device but no terminal: renew with standard
+// input from it reads the (empty) input, as from any file, rather than
+// refusing to read "from the terminal".
+func TestLeaseInput_devNullIsNoTerminal(t *testing.T) {
+	t.Parallel()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	h := newHarness(t)
+	c := h.cli()
+	c.stdin = null
+	if code := c.main(t.Context(), []string{"renew", "--redis", "redis://127.0.0.1:1", "x"}); code != exitUsage {
+		t.Errorf("renew < /dev/null: exit = %d, want %d", code, exitUsage)
+	}
+	if msg := oneLine(t, h.stderr.String(), "fencelock renew: "); !strings.Contains(msg, "standard input: empty") {
+		t.Errorf("renew < /dev/null: stderr %q, want it to have read standard input (empty)", msg)
+	}
+}
