@@ -47,7 +47,7 @@ func (m *Memory) Delete(ctx context.Context, resource string, f Fence) error {
 // Load implements Store.
 func (m *Memory) Load(ctx context.Context, resource string) ([]byte, Fence, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, Fence{}, err
+		return nil, Fence{}, fmt.Errorf("fence: load %q: %w", resource, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -60,9 +60,11 @@ func (m *Memory) Load(ctx context.Context, resource string) ([]byte, Fence, erro
 
 // access runs do on the entry of resource if f is accepted, holding the
 // mutex from the check until f is recorded.
+// Errors say "fence: OP RESOURCE: ...", as every adapter's say theirs
+// ("redisfence: put ...").
 func (m *Memory) access(ctx context.Context, op, resource string, f Fence, do func(*memoryEntry)) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("fence: %s %q: %w", op, resource, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -72,7 +74,7 @@ func (m *Memory) access(ctx context.Context, op, resource string, f Fence, do fu
 		current = e.fence
 	}
 	if err := Check(current, f); err != nil {
-		return fmt.Errorf("%s %q: %w", op, resource, err)
+		return fmt.Errorf("fence: %s %q: %w", op, resource, err)
 	}
 	if e == nil {
 		if m.m == nil {

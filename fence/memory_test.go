@@ -1,6 +1,9 @@
 package fence_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
@@ -59,6 +62,37 @@ func TestMemory_concurrentRounds(t *testing.T) {
 		fencetest.Concurrent(t, &m)
 		if t.Failed() {
 			return
+		}
+	}
+}
+
+// Memory's errors name the package, the access and the resource, as
+// every adapter's do ("redisfence: put \"r\": ..."), context errors too.
+func TestMemory_errorPrefix(t *testing.T) {
+	var m fence.Memory
+	ctx := t.Context()
+	newer := fence.Fence{Lock: "l", Token: 2, Lease: "b"}
+	old := fence.Fence{Lock: "l", Token: 1, Lease: "a"}
+	if err := m.Put(ctx, "r", newer, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, getErr := m.Get(ctx, "r", old)
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _, loadErr := m.Load(canceled, "r")
+	for _, tc := range []struct {
+		err  error
+		want string
+		is   error
+	}{
+		{m.Put(ctx, "r", old, nil), `fence: put "r": fence: stale token`, fence.ErrStale},
+		{getErr, `fence: get "r": fence: stale token`, fence.ErrStale},
+		{m.Delete(ctx, "r", old), `fence: delete "r": fence: stale token`, fence.ErrStale},
+		{m.Put(canceled, "r", newer, nil), `fence: put "r": context canceled`, context.Canceled},
+		{loadErr, `fence: load "r": context canceled`, context.Canceled},
+	} {
+		if tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want) || !errors.Is(tc.err, tc.is) {
+			t.Errorf("error %v, want one starting %q and wrapping %v", tc.err, tc.want, tc.is)
 		}
 	}
 }

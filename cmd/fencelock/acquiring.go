@@ -16,26 +16,53 @@ import (
 // default; --no-wait (-n, as flock's) makes one attempt, and --wait
 // bounds the wait (--wait 0 is one attempt too, as flock -w 0).
 type waitFlags struct {
-	wait   time.Duration
-	noWait bool
+	wait     time.Duration
+	noWait   bool
+	conflict int
+}
+
+// addConflict registers -E, flock's --conflict-exit-code.
+func (w *waitFlags) addConflict(cmd *command) {
+	cmd.fs.IntVar(&w.conflict, "conflict-exit-code", exitNotAcquired, "exit `status` when another lease holds the lock, or another candidate leads, after the\n      one attempt or the --wait (1 to 255, as flock's -E; not 0, which would let a script run unlocked)")
+	cmd.aliasFlag("E", "conflict-exit-code")
 }
 
 func (w *waitFlags) add(cmd *command) {
-	cmd.duration(&w.wait, "wait", 0, "give up after waiting this long for the lock (a `duration`; default: wait until it is free)")
+	cmd.duration(&w.wait, "wait", 0, "give up after waiting this long for the lock (a `duration`; default: wait until it is free;\n      0: one attempt, as --no-wait)")
 	cmd.fromEnv("wait", "FENCELOCK_WAIT")
 	cmd.fs.BoolVar(&w.noWait, "no-wait", false, "make one attempt: exit 75 at once if another lease holds the lock")
-	cmd.aliasBool("n", "no-wait")
+	cmd.aliasFlag("n", "no-wait")
+	w.addConflict(cmd)
+}
+
+// addElect registers the same flags for elect, worded for an election.
+func (w *waitFlags) addElect(cmd *command) {
+	cmd.duration(&w.wait, "wait", 0, "give up after campaigning this long (a `duration`; default: campaign until elected;\n      0: one attempt, as --no-wait)")
+	cmd.fromEnv("wait", "FENCELOCK_WAIT")
+	cmd.fs.BoolVar(&w.noWait, "no-wait", false, "make one attempt: exit 75 at once if another candidate leads")
+	cmd.aliasFlag("n", "no-wait")
+	w.addConflict(cmd)
 }
 
 // waitPolicy is what the flags ask for: one attempt, waiting up to limit,
 // or waiting until the lock is free.
 type waitPolicy struct {
-	once    bool
-	limit   time.Duration // > 0: give up after this long
-	limitBy string        // "--wait 3s", for messages
+	once     bool
+	limit    time.Duration // > 0: give up after this long
+	limitBy  string        // "--wait 3s", for messages
+	conflict int           // the exit status when the lock stays held: 75, or -E's
 }
 
 func (w *waitFlags) policy(cmd *command) (waitPolicy, error) {
+	if w.conflict < 1 || w.conflict > 255 {
+		return waitPolicy{}, usageErrorf("--conflict-exit-code %d: want 1 to 255 (0 would tell a script that it holds the lock)", w.conflict)
+	}
+	p, err := w.waitPolicy(cmd)
+	p.conflict = w.conflict
+	return p, err
+}
+
+func (w *waitFlags) waitPolicy(cmd *command) (waitPolicy, error) {
 	switch {
 	case w.noWait && cmd.from["wait"] == "--wait":
 		return waitPolicy{}, usageErrorf("--no-wait and --wait %v contradict each other", w.wait)
@@ -65,11 +92,15 @@ type attempts struct {
 	failure    error // of the last attempt that Redis or the network failed
 	failing    bool  // the last attempt failed so, rather than finding the lock held
 	renewError error
+	// attempted, if set, is called after an attempt that did not take
+	// the lock: elect's one attempt ends the campaign there.
+	attempted func()
 }
 
 func (a *attempts) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
 		AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) {
+			defer a.afterAttempt(i.Err)
 			if errors.Is(i.Err, context.Canceled) || errors.Is(i.Err, context.DeadlineExceeded) {
 				return // cut short by the end of the wait, not failed
 			}
@@ -94,6 +125,35 @@ func (a *attempts) hooks() *fencelock.Hooks {
 	}
 }
 
+func (a *attempts) afterAttempt(err error) {
+	a.mu.Lock()
+	f := a.attempted
+	a.mu.Unlock()
+	if f != nil && err != nil {
+		f()
+	}
+}
+
+// once makes one attempt with wait, which would otherwise retry until
+// ctx ends: it ends wait's context after the first attempt that did not
+// take the lock. The error then wraps ErrNotAcquired, and the attempt's
+// own failure, if Redis failed it, is redisFailure's.
+func (a *attempts) once(ctx context.Context, wait func(context.Context) (*fencelock.Lease, error)) (*fencelock.Lease, error) {
+	octx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.mu.Lock()
+	a.attempted = func() { cancel(errOneAttempt) }
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.attempted = nil
+		a.mu.Unlock()
+	}()
+	return wait(octx)
+}
+
+var errOneAttempt = errors.New("made the one attempt that --no-wait allows")
+
 func (a *attempts) renewErr() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -117,7 +177,7 @@ type taking struct {
 	cmd  string // the command, for messages
 	name string // the lock's (or election's) name
 	// try makes one attempt; wait waits until it holds the lock or ctx
-	// ends. try is nil where the command has no --no-wait.
+	// ends.
 	try, wait func(ctx context.Context) (*fencelock.Lease, error)
 	// held says who holds the lock instead, for "not acquired"; after is
 	// " after --wait D" or "".
@@ -176,7 +236,7 @@ func (c *cli) acquireLease(ctx context.Context, tk *taking, a *attempts, w waitP
 	if w.limit > 0 {
 		after = " after " + w.limitBy
 	}
-	return nil, c.fail(tk.cmd, exitNotAcquired, errors.New(tk.held(ctx, after)))
+	return nil, c.fail(tk.cmd, w.conflict, errors.New(tk.held(ctx, after)))
 }
 
 var errWaitedEnough = errors.New("waited as long as --wait allows")

@@ -323,3 +323,30 @@ func TestConnect_timeout(t *testing.T) {
 		}
 	}
 }
+
+// A refused connection is reported at once and as what it is, not after
+// go-redis's retries (1.7s), nor, with a shorter --timeout, as a server
+// that did not answer.
+func TestConnect_refusedAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{closedURL(t), "unix://" + t.TempDir() + "/no.sock"} {
+		for _, timeout := range []string{"1s", "10s"} {
+			h := newHarness(t)
+			start := time.Now()
+			code := h.run("status", "--redis", url, "--timeout", timeout, "x")
+			took := time.Since(start)
+			if code != exitInternal {
+				t.Errorf("status --redis %s --timeout %s: exit = %d, want %d", url, timeout, code, exitInternal)
+			}
+			msg := oneLine(t, h.stderr.String(), "fencelock status: ")
+			if strings.Contains(msg, "no answer") || !strings.Contains(msg, "connection refused") && !strings.Contains(msg, "no such file") {
+				t.Errorf("status --redis %s --timeout %s: stderr %q, want the refused dial", url, timeout, msg)
+			}
+			// Generous for a loaded machine: the refusal itself takes
+			// microseconds, go-redis's retries 1.7s.
+			if took > 800*time.Millisecond {
+				t.Errorf("status --redis %s --timeout %s: reported after %v, want within 800ms", url, timeout, took)
+			}
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -86,9 +88,14 @@ func (cn *conn) check(cmd *command) (*redisTarget, error) {
 // go-redis's retries, and not as a lock that could not be acquired.
 func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalClient, error) {
 	rdb := t.client()
-	pctx, cancel := context.WithTimeoutCause(ctx, cn.timeout, errNoAnswer)
+	refused, stopRefused := context.WithCancelCause(ctx)
+	defer stopRefused(nil)
+	w := &dialWatch{refused: stopRefused, single: t.node != nil}
+	rdb.AddHook(w)
+	pctx, cancel := context.WithTimeoutCause(refused, cn.timeout, errNoAnswer)
 	defer cancel()
 	err := rdb.Ping(pctx).Err()
+	lastDial := w.done()
 	if err == nil {
 		return rdb, nil
 	}
@@ -108,12 +115,67 @@ func (cn *conn) connect(ctx context.Context, t *redisTarget) (redis.UniversalCli
 		if t.seen != nil {
 			hint = "; a server that does not speak TLS at this port does not answer a TLS client either"
 		}
+		if lastDial != nil {
+			hint = "; the last dial failed: " + lastDial.Error() + hint
+		}
 		return nil, fmt.Errorf("cannot reach Redis at %s: no answer within --timeout %v (%v)%s", redactedURL(cn.url), cn.timeout, err, hint)
+	}
+	if cause := context.Cause(refused); cause != nil {
+		return nil, fmt.Errorf("cannot reach Redis at %s: %w", redactedURL(cn.url), cause)
 	}
 	return nil, fmt.Errorf("cannot reach Redis at %s: %v", redactedURL(cn.url), err)
 }
 
 var errNoAnswer = errors.New("no answer within --timeout")
+
+// dialWatch follows the dials of connect's first request. go-redis
+// retries a refused dial (for 1.7s in all), and a shorter --timeout then
+// hid the refusal behind "no answer": a single node that refuses is
+// reported at once (refused is cancelled with the dial's error); through
+// Sentinels or a Cluster another address may answer, so the last failed
+// dial is only kept for the message. After the first request the hook
+// does nothing: the lock client's own retries are its business.
+type dialWatch struct {
+	refused context.CancelCauseFunc
+	single  bool
+
+	mu    sync.Mutex
+	ended bool
+	last  error
+}
+
+// done ends the watch and returns the last failed dial, if any.
+func (w *dialWatch) done() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended = true
+	return w.last
+}
+
+func (w *dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			return c, nil
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.ended {
+			return c, err
+		}
+		w.last = err
+		if w.single && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)) {
+			w.refused(err)
+		}
+		return c, err
+	}
+}
+
+func (w *dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (w *dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
 
 // dial checks cn's flags and connects, for the commands that do nothing
 // in between. A failure is reported, and comes as a nil client with the
@@ -213,14 +275,20 @@ func (t *redisTarget) honourDeadlines() {
 // redisOptions turns a URL into client options: a single node
 // (redis.ParseURL), Sentinel (redis.ParseFailoverURL) or Cluster
 // (redis.ParseClusterURL). Errors are usage errors and never contain the
-// URL's password. The clients set no client name: CLIENT SETNAME would
-// need a permission beyond the library's least-privilege rule
-// (fencelock.ACLRule), which is all that fencelock needs.
+// URL's password, nor a password among its query options. The clients
+// set no client name: CLIENT SETNAME would need a permission beyond the
+// library's least-privilege rule (fencelock.ACLRule), which is all that
+// fencelock needs.
 func redisOptions(raw string, getenv func(string) string) (*redisTarget, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Parse quotes the input, which may hold a password.
 		return nil, usageErrorf("--redis: not a URL")
+	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		// go-redis would drop the pairs that do not parse, silently; the
+		// error would quote them.
+		return nil, usageErrorf("--redis %s: the options after ? do not parse: write key=value pairs joined by &, with %%XX escapes", redact(u))
 	}
 	switch u.Scheme {
 	case "redis", "rediss", "unix":
@@ -360,6 +428,9 @@ func parseError(u *url.URL, err error) error {
 	if pw, ok := u.User.Password(); ok && pw != "" {
 		msg = strings.ReplaceAll(msg, pw, "xxxxx")
 	}
+	for _, pw := range querySecrets(u.RawQuery) {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	}
 	return usageErrorf("--redis %s: %s", redact(u), msg)
 }
 
@@ -387,14 +458,67 @@ func redactedURL(raw string) string {
 	return redact(u)
 }
 
-// redact returns u with the password of its userinfo and of a password=
-// option replaced by "xxxxx".
+// redact returns u with the password of its userinfo, and the value of
+// every query option that may hold a secret (see secretKey), replaced by
+// "xxxxx".
 func redact(u *url.URL) string {
-	if q := u.Query(); q.Has("password") {
-		r := *u
-		q.Set("password", "xxxxx")
-		r.RawQuery = q.Encode()
-		return r.Redacted()
+	r := *u
+	r.RawQuery = redactQuery(u.RawQuery)
+	shown := r.Redacted()
+	for _, pw := range querySecrets(u.RawQuery) { // given to another option too
+		shown = strings.ReplaceAll(shown, pw, "xxxxx")
 	}
-	return u.Redacted()
+	return shown
+}
+
+// redactQuery masks the values of raw's secret options and keeps the
+// rest as written. It splits at ";" too, and reads keys whose escapes do
+// not decode as written: a query that url.ParseQuery refuses, and so
+// drops pairs of, must not show a password that it dropped.
+func redactQuery(raw string) string {
+	var b strings.Builder
+	for raw != "" {
+		pair, rest := raw, ""
+		if i := strings.IndexAny(raw, "&;"); i >= 0 {
+			pair, rest = raw[:i], raw[i:]
+		}
+		if k, _, ok := strings.Cut(pair, "="); ok && secretKey(k) {
+			pair = k + "=xxxxx"
+		}
+		b.WriteString(pair)
+		if rest != "" {
+			b.WriteByte(rest[0])
+			rest = rest[1:]
+		}
+		raw = rest
+	}
+	return b.String()
+}
+
+// secretKey reports whether the query option key may hold a secret:
+// password= (go-redis's, for Sentinel), and whatever a user may have
+// meant as one (Password=, sentinel_password=, auth=...), in any case.
+func secretKey(key string) bool {
+	if k, err := url.QueryUnescape(key); err == nil {
+		key = k
+	}
+	key = strings.ToLower(key)
+	return strings.Contains(key, "pass") || strings.Contains(key, "secret") || strings.Contains(key, "auth")
+}
+
+// querySecrets returns the values of raw's secret options, as written
+// and decoded, for masking in messages that may repeat them.
+func querySecrets(raw string) []string {
+	var secrets []string
+	for pair := range strings.FieldsFuncSeq(raw, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || !secretKey(k) || v == "" {
+			continue
+		}
+		secrets = append(secrets, v)
+		if d, err := url.QueryUnescape(v); err == nil && d != v && d != "" {
+			secrets = append(secrets, d)
+		}
+	}
+	return secrets
 }

@@ -13,7 +13,10 @@ import (
 
 const electAbout = `Campaign in the election NAME, run COMMAND while this candidate leads,
 and resign when COMMAND exits, so that a waiting candidate leads at once.
-elect waits until it leads; --wait bounds the wait. Start one elect per
+elect waits until it leads; --no-wait (-n) makes one attempt, --wait
+bounds the wait, and -E sets the exit status if another candidate leads.
+As with run, flags come before NAME, everything after NAME is COMMAND,
+and a "--" between them is optional. Start one elect per
 host (or per process that may lead), each with the same NAME: one of
 them runs COMMAND at a time.
 
@@ -43,7 +46,8 @@ const electExits = `  N    COMMAND's own exit status; 128+S if signal S killed i
        --loop: that of the last COMMAND, once interrupted)
   0    with --loop: interrupted while campaigning or between runs
   2    usage error: bad flags, arguments or environment
-  75   not elected: another candidate led throughout --wait, or elect was
+  75   not elected: another candidate leads (with --no-wait) or led
+       throughout --wait (-E changes this status), or elect was
        interrupted before COMMAND started (without --loop)
   124  the leadership was lost or could not be renewed in time: elect
        terminated COMMAND (without --loop)
@@ -56,31 +60,24 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	var (
 		cn        conn
 		cf        commandFlags
-		wait      time.Duration
+		wf        waitFlags
 		value     string
 		loop      bool
 		loopDelay time.Duration
 	)
-	cmd := c.command("elect", "[flags] NAME -- COMMAND [ARG...]", electAbout, electExits)
+	cmd := c.command("elect", "[flags] NAME [--] COMMAND [ARG...]", electAbout, electExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
-	cmd.duration(&wait, "wait", 0, "give up after campaigning this long (a `duration`; default: campaign until elected)")
-	cmd.fromEnv("wait", "FENCELOCK_WAIT")
+	wf.addElect(cmd)
 	cmd.fs.StringVar(&value, "value", "", "what this candidate announces while it leads, e.g. its `address` (default: host name and process ID)")
 	cmd.fromEnv("value", "FENCELOCK_VALUE")
 	cmd.fs.BoolVar(&loop, "loop", false, "campaign again after COMMAND exits or the leadership is lost, until interrupted")
 	cmd.duration(&loopDelay, "loop-delay", time.Second, "with --loop, how long to wait before campaigning again (a `duration`)")
 	cf.add(cmd)
-	pos, argv, dashes, err := cmd.parse(args)
-	if err == nil {
-		err = commandArgs(pos, argv, dashes)
-	}
+	name, argv, err := cmd.parseCommand(args)
 	var policy waitPolicy
-	if err == nil && cmd.set("wait") {
-		if wait <= 0 {
-			err = usageErrorf("%s: want a positive duration", cmd.source("wait"))
-		}
-		policy = waitPolicy{limit: wait, limitBy: cmd.source("wait")}
+	if err == nil {
+		policy, err = wf.policy(cmd)
 	}
 	if err == nil && loopDelay < 0 {
 		err = usageErrorf("%s is negative", cmd.source("loop-delay"))
@@ -88,7 +85,6 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	if err != nil {
 		return cmd.exit(err)
 	}
-	name := pos[0]
 	h, locks, done, code := c.prepareHolding(ctx, cmd, &cn, &cf, name, argv)
 	if h == nil {
 		return code
@@ -99,8 +95,12 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 		value = fmt.Sprintf("%s pid %d", host, os.Getpid())
 	}
 	e := locks.Election(name)
+	campaign := func(ctx context.Context) (*fencelock.Lease, error) { return e.Campaign(ctx, value) }
 	tk := &taking{cmd: "elect", name: name,
-		wait: func(ctx context.Context) (*fencelock.Lease, error) { return e.Campaign(ctx, value) },
+		// The library campaigns until elected; one attempt is a campaign
+		// ended after its first attempt.
+		try:  func(ctx context.Context) (*fencelock.Lease, error) { return h.a.once(ctx, campaign) },
+		wait: campaign,
 		held: func(ctx context.Context, after string) string { return ledMessage(ctx, &cn, e, after) },
 	}
 	sigs := make(chan os.Signal, 8)

@@ -193,7 +193,7 @@ func TestElect_env(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	h := newHarness(t)
-	h.childEnv = append(h.childEnv, "FENCELOCK_SECRET=from-an-earlier-acquire")
+	h.childEnv = append(h.childEnv, "FENCELOCK_SECRET=from-an-earlier-acquire", "FENCELOCK_SECRET_FILE=/from/an/earlier/acquire")
 	if code := h.run(append([]string{"elect", "--redis", redisURL(s), "--value", "me", "env-job", "--"}, h.self("env")...)...); code != 0 {
 		t.Fatalf("elect exit = %d, want 0", code)
 	}
@@ -205,8 +205,10 @@ func TestElect_env(t *testing.T) {
 	if vars["FENCELOCK_NAME"] != "env-job" || vars["FENCELOCK_TERM"] == "" || vars["FENCELOCK_TERM"] != vars["FENCELOCK_TOKEN"] {
 		t.Errorf("COMMAND's environment %v, want the name, and the term as token", vars)
 	}
-	if _, ok := vars["FENCELOCK_SECRET"]; ok {
-		t.Errorf("COMMAND got FENCELOCK_SECRET")
+	for _, k := range []string{"FENCELOCK_SECRET", "FENCELOCK_SECRET_FILE"} {
+		if _, ok := vars[k]; ok {
+			t.Errorf("COMMAND got %s", k)
+		}
 	}
 	if f, err := fence.Parse(vars["FENCELOCK_FENCE"]); err != nil || strconv.FormatInt(f.Token, 10) != vars["FENCELOCK_TERM"] || f.Lease != vars["FENCELOCK_LEASE"] {
 		t.Errorf("FENCELOCK_FENCE %q (%+v, %v), want the term %s and the lease", vars["FENCELOCK_FENCE"], f, err, vars["FENCELOCK_TERM"])
@@ -244,8 +246,8 @@ func TestElect_waitAndUsage(t *testing.T) {
 	}
 
 	for _, args := range [][]string{
-		{"elect", "--wait", "0s", "x", "--", "true"},
-		{"elect", "x", "true"},
+		{"elect", "--wait", "-1s", "x", "--", "true"},
+		{"elect", "x"},
 		{"elect", "--", "true"},
 		{"elect", "a{b", "--", "true"},
 		{"elect", "--value", "", "--redis", redisURL(s), "x", "--", "true"},
@@ -373,5 +375,72 @@ func TestLeader_watchReportsErrors(t *testing.T) {
 	watch.Process.Signal(syscall.SIGTERM)
 	if code := waitExit(t, watch); code != 0 {
 		t.Errorf("leader --watch exit = %d, want 0", code)
+	}
+}
+
+// elect has run's no-wait flags: -n, --no-wait and --wait 0 make one
+// attempt, which exits 75 at once, naming the leader, if another
+// candidate leads, and leads if nobody does.
+func TestElect_noWait(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	e := fencelock.New(s.Client(t), nil).Election("led")
+	if _, err := e.Campaign(t.Context(), "the incumbent"); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Resign(t.Context())
+	for _, flag := range [][]string{{"-n"}, {"--no-wait"}, {"--wait", "0"}} {
+		h := newHarness(t)
+		start := time.Now()
+		code := h.run(append(append(append([]string{"elect", "--redis", redisURL(s)}, flag...), "led", "--"), h.self("env")...)...)
+		if code != exitNotAcquired {
+			t.Errorf("elect %s of a led election: exit = %d, want %d", flag, code, exitNotAcquired)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("elect %s of a led election took %v, want one attempt (within 5s)", flag, took)
+		}
+		if msg := oneLine(t, h.stderr.String(), "fencelock elect: "); !strings.Contains(msg, `is led by "the incumbent"`) {
+			t.Errorf("elect %s: stderr %q, want it to name the leader", flag, msg)
+		}
+		if h.stdout.String() != "" {
+			t.Errorf("elect %s: COMMAND ran: %q", flag, h.stdout)
+		}
+
+		h = newHarness(t)
+		if code := h.run(append(append(append([]string{"elect", "--redis", redisURL(s)}, flag...), "free-"+flag[0], "--"), h.self("env")...)...); code != 0 {
+			t.Errorf("elect %s of a free election: exit = %d, want 0", flag, code)
+		}
+		if !strings.Contains(h.stdout.String(), "FENCELOCK_TERM=") {
+			t.Errorf("elect %s of a free election: COMMAND said %q, want its term", flag, h.stdout)
+		}
+	}
+	h := newHarness(t)
+	if code := h.run("elect", "--redis", redisURL(s), "-n", "--wait", "1s", "x", "--", "true"); code != exitUsage {
+		t.Errorf("elect -n --wait 1s: exit = %d, want %d", code, exitUsage)
+	}
+}
+
+// leader --watch runs until interrupted, also when started with SIGINT
+// and SIGTERM ignored, as a non-interactive shell starts a background
+// job ("fencelock leader --watch x &" in a script).
+func TestLeader_watchInterruptedThoughIgnored(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command("sh", "-c", `trap "" INT TERM; exec "$0" "$@"`, os.Args[0], "leader", "--watch", "--redis", redisURL(s), "watched")
+		cmd.Env = append(os.Environ(), mainEnv+"=1")
+		p := startCmd(t, cmd)
+		p.stdout.waitFor(t, "no leader")
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.done:
+			if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("leader --watch, %v: exit = %d, want 0 (interrupted)\nstderr:\n%s", sig, code, p.stderr)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("leader --watch started with %v ignored did not exit within 10s of it", sig)
+		}
 	}
 }

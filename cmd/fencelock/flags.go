@@ -45,8 +45,8 @@ func (cmd *command) duration(p *time.Duration, name string, value time.Duration,
 	cmd.fs.Var(&durationValue{cmd: cmd, name: name, d: p}, name, usage)
 }
 
-// aliasBool registers short as another name of the bool flag long.
-func (cmd *command) aliasBool(short, long string) {
+// aliasFlag registers short as another name of the flag long.
+func (cmd *command) aliasFlag(short, long string) {
 	cmd.fs.Var(cmd.fs.Lookup(long).Value, short, "")
 	cmd.alias[short] = long
 }
@@ -61,15 +61,8 @@ func (cmd *command) parse(args []string) (pos, tail []string, sawDashes bool, er
 		args, tail, sawDashes = args[:i], args[i+1:], true
 	}
 	for {
-		if err := cmd.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				cmd.printUsage(cmd.c.stdout)
-				return nil, nil, false, err
-			}
-			if cmd.bad != nil {
-				return nil, nil, false, usageError{cmd.bad}
-			}
-			return nil, nil, false, usageErrorf("%v", err)
+		if err := cmd.parseFlags(args); err != nil {
+			return nil, nil, false, err
 		}
 		args = cmd.fs.Args()
 		if len(args) == 0 {
@@ -78,6 +71,95 @@ func (cmd *command) parse(args []string) (pos, tail []string, sawDashes bool, er
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+	if err := cmd.applyEnv(); err != nil {
+		return nil, nil, false, err
+	}
+	return pos, tail, sawDashes, nil
+}
+
+// parseCommand parses the arguments of run and elect, flags, NAME and
+// COMMAND, the way flock(1) and "etcdctl lock" do: flags come before
+// NAME, and everything after NAME is COMMAND, a "--" or a "-x" of its own
+// included. "NAME -- COMMAND" is accepted too, and so are flags between
+// NAME and "--" when the first word after NAME is a flag: COMMAND does
+// not start with "-" unless it comes after "--".
+func (cmd *command) parseCommand(args []string) (name string, argv []string, err error) {
+	if err := cmd.parseFlags(args); err != nil {
+		return "", nil, err
+	}
+	rest := cmd.fs.Args()
+	if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" && (len(consumed) == 1 || !cmd.takesValue(consumed[len(consumed)-2])) {
+		return "", nil, usageErrorf("missing lock NAME before --")
+	}
+	if len(rest) == 0 {
+		return "", nil, usageErrorf("missing lock NAME")
+	}
+	name, rest = rest[0], rest[1:]
+	switch {
+	case len(rest) > 0 && rest[0] == "--":
+		argv = rest[1:]
+	case len(rest) > 0 && strings.HasPrefix(rest[0], "-"):
+		i := slices.Index(rest, "--")
+		if i < 0 && slices.Contains([]string{"-h", "-help", "--help"}, rest[0]) {
+			return "", nil, cmd.parseFlags(rest[:1]) // "run NAME -h" asks for help
+		}
+		if i < 0 {
+			return "", nil, usageErrorf("%q after NAME: flags go before NAME; a COMMAND that starts with - goes after --", rest[0])
+		}
+		if err := cmd.parseFlags(rest[:i]); err != nil {
+			return "", nil, err
+		}
+		if left := cmd.fs.Args(); len(left) > 0 {
+			return "", nil, usageErrorf("unexpected argument %q after NAME: put COMMAND after --, or flags before NAME", left[0])
+		}
+		argv = rest[i+1:]
+	default:
+		argv = rest
+	}
+	if len(argv) == 0 {
+		return "", nil, usageErrorf("missing COMMAND after NAME")
+	}
+	if err := cmd.applyEnv(); err != nil {
+		return "", nil, err
+	}
+	return name, argv, validName(name)
+}
+
+// takesValue reports whether arg is a flag that takes the next argument
+// as its value ("--ttl", not "--ttl=5s" or a bool flag).
+func (cmd *command) takesValue(arg string) bool {
+	n := strings.TrimLeft(arg, "-")
+	if n == arg || strings.Contains(n, "=") {
+		return false
+	}
+	f := cmd.fs.Lookup(n)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
+}
+
+// parseFlags parses flags from args up to the first other argument; a
+// request for help prints the usage to stdout and returns flag.ErrHelp,
+// other errors are usage errors.
+func (cmd *command) parseFlags(args []string) error {
+	err := cmd.fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		cmd.printUsage(cmd.c.stdout)
+		return err
+	case cmd.bad != nil:
+		return usageError{cmd.bad}
+	}
+	return usageErrorf("%v", err)
+}
+
+// applyEnv records where each flag given came from, then sets the flags
+// that args left unset from the environment.
+func (cmd *command) applyEnv() error {
 	cmd.fs.Visit(func(f *flag.Flag) {
 		name := f.Name
 		if long, ok := cmd.alias[name]; ok {
@@ -95,13 +177,13 @@ func (cmd *command) parse(args []string) (pos, tail []string, sawDashes bool, er
 				continue
 			}
 			if err := cmd.fs.Set(name, v); err != nil {
-				return nil, nil, false, usageErrorf("%s=%s: %v", env, v, err)
+				return usageErrorf("%s=%s: %v", env, v, err)
 			}
 			cmd.from[name] = env
 			break
 		}
 	}
-	return pos, tail, sawDashes, nil
+	return nil
 }
 
 // set reports whether the flag name was given, on the command line or in

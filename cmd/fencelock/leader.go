@@ -91,6 +91,8 @@ func (c *cli) leader(ctx context.Context, args []string) int {
 		return exitOK
 	}
 
+	ctx, stop := c.untilInterrupted(ctx)
+	defer stop()
 	changes, err := e.Observe(ctx)
 	if err != nil {
 		return c.fail("leader", exitInternal, err)

@@ -5,12 +5,12 @@
 //
 // Usage:
 //
-//	fencelock run [flags] NAME -- COMMAND [ARG...]
+//	fencelock run [flags] NAME [--] COMMAND [ARG...]
 //	fencelock acquire [flags] NAME
 //	fencelock renew [flags] [NAME]
 //	fencelock release [flags] [NAME]
 //	fencelock status [flags] NAME
-//	fencelock elect [flags] NAME -- COMMAND [ARG...]
+//	fencelock elect [flags] NAME [--] COMMAND [ARG...]
 //	fencelock leader [flags] NAME
 //	fencelock doctor [flags]
 //	fencelock demo [flags]
@@ -54,16 +54,19 @@ const (
 
 const exitCodesHelp = `Exit status (each command's -h lists its own):
   0    success (run: the command's own status passes through, and a
-       command killed by a signal gives 128+signal, as in the shell)
+       command killed by a signal gives 128+signal, as in the shell;
+       release: also when nobody holds the lock any more)
   1    doctor found a critical problem; leader: nobody leads
   2    usage error: bad flags, arguments or environment
   75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait), or fencelock was interrupted before COMMAND started;
-       elect: not elected within --wait
+       after --wait; -E, --conflict-exit-code, changes this status), or
+       fencelock was interrupted before COMMAND started; elect: another
+       candidate leads (with --no-wait, or throughout --wait)
   124  run, elect: the lease was lost or could not be renewed in time,
-       and the command was terminated; renew/release: the lease no longer
-       holds the lock
-  125  fencelock itself failed (Redis unreachable, unexpected reply)
+       and the command was terminated; renew: the lease no longer holds
+       the lock; release: another lease holds it
+  125  fencelock itself failed (Redis unreachable, a server certificate
+       that does not verify, unexpected reply)
   126  run, elect: the command was found but could not be started
   127  run, elect: the command was not found
 `
@@ -71,17 +74,20 @@ const exitCodesHelp = `Exit status (each command's -h lists its own):
 const topUsage = `fencelock runs commands under Redis locks that issue fencing tokens.
 
 Usage:
-  fencelock run [flags] NAME -- COMMAND [ARG...]   run a command holding a lock
-  fencelock acquire [flags] NAME                   acquire; print the lease for eval
-  fencelock renew [flags] [NAME]                   renew a lease printed by acquire
-  fencelock release [flags] [NAME]                 release a lease printed by acquire
-  fencelock status [flags] NAME                    show a lock's holder, TTL and token
-  fencelock elect [flags] NAME -- COMMAND [ARG...] run a command while leading an election
-  fencelock leader [flags] NAME                    show (or --watch) an election's leader
-  fencelock doctor [flags]                         audit a Redis deployment for lock safety
-  fencelock demo [flags]                           watch a paused holder's stale write,
-                                                   unfenced and fenced
-  fencelock version                                print the version
+  fencelock run [flags] NAME [--] COMMAND [ARG...]   run a command holding a lock
+  fencelock acquire [flags] NAME                     acquire; print the lease for eval
+  fencelock renew [flags] [NAME]                     renew a lease printed by acquire
+  fencelock release [flags] [NAME]                   release a lease printed by acquire
+  fencelock status [flags] NAME                      show a lock's holder, TTL and token
+  fencelock elect [flags] NAME [--] COMMAND [ARG...] run a command while leading an election
+  fencelock leader [flags] NAME                      show (or --watch) an election's leader
+  fencelock doctor [flags]                           audit a Redis deployment for lock safety
+  fencelock demo [flags]                             watch a paused holder's stale write,
+                                                     unfenced and fenced
+  fencelock version                                  print the version
+
+Flags come before NAME; for run and elect, everything after NAME is
+COMMAND (a "--" between them is optional).
 
 Run "fencelock COMMAND -h" for a command's flags.
 
@@ -104,6 +110,8 @@ Connection (every command but demo and version):
                    ACL user and password of a node, a Cluster's nodes or a
                    Sentinel group's master, if the URL has none (for
                    redis+sentinel://, only from here); keep secrets out of argv
+  --prefix P       or FENCELOCK_PREFIX (default fencelock:): the prefix of
+                   every key, as the library's Options.Prefix
   --timeout D      or FENCELOCK_TIMEOUT (default 5s): how long to wait for
                    Redis to answer when connecting, and for each command
                    that does not wait for a lock
@@ -141,6 +149,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		getenv:  os.Getenv,
 		environ: os.Environ,
 		notify:  notifySignals,
+		untilInterrupted: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		},
 	}
 	return c.main(ctx, args)
 }
@@ -156,6 +167,13 @@ type cli struct {
 	// notify starts delivering the signals that run forwards to its
 	// command; stop ends it.
 	notify func(chan<- os.Signal) (stop func())
+	// untilInterrupted returns a context that SIGINT or SIGTERM ends,
+	// even if fencelock was started with them ignored: what runs until
+	// interrupted (leader --watch) must be interruptible, also when a
+	// script started it in the background, where the shell ignores
+	// SIGINT. Commands that run COMMAND keep ignored signals ignored, as
+	// nohup asks (see caught).
+	untilInterrupted func(context.Context) (context.Context, context.CancelFunc)
 }
 
 func notifySignals(c chan<- os.Signal) func() {

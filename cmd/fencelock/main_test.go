@@ -49,10 +49,15 @@ func TestMain(m *testing.M) {
 func child(mode string) int {
 	switch mode {
 	case "env": // print what fencelock put in the environment
-		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_TERM", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET"} {
+		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_TERM", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET", "FENCELOCK_SECRET_FILE"} {
 			if v, ok := os.LookupEnv(k); ok {
 				fmt.Printf("%s=%s\n", k, v)
 			}
+		}
+		return 0
+	case "args": // print each argument after the test binary's flag, one a line
+		for _, a := range os.Args[2:] {
+			fmt.Println(a)
 		}
 		return 0
 	case "exit": // exit with the status in FENCELOCK_TEST_CODE
@@ -200,6 +205,9 @@ func (h *harness) cli() *cli {
 		notify: func(c chan<- os.Signal) func() {
 			h.sigc <- c
 			return func() {}
+		},
+		untilInterrupted: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithCancel(ctx) // the test's context interrupts
 		},
 	}
 }

@@ -17,7 +17,11 @@ import (
 const runAbout = `Acquire the lock NAME, run COMMAND while the lease is renewed in the
 background, and release the lock when COMMAND exits. Like flock(1), run
 waits until the lock is free; --no-wait makes one attempt, --wait bounds
-the wait.
+the wait, and -E sets the exit status if the lock stays held.
+
+As with flock(1) and "etcdctl lock", flags come before NAME and
+everything after NAME is COMMAND; a "--" between them is optional (it
+is needed before a COMMAND that starts with -).
 
 COMMAND gets these variables in its environment:
   FENCELOCK_NAME    the lock name
@@ -48,7 +52,8 @@ process group, and signals reach COMMAND alone.`
 const runExits = `  N    COMMAND's own exit status; 128+S if signal S killed it
   2    usage error: bad flags, arguments or environment
   75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait), or fencelock was interrupted before COMMAND started
+       after --wait; -E changes this status), or fencelock was
+       interrupted before COMMAND started
   124  the lease was lost or could not be renewed in time: run
        terminated COMMAND
   125  fencelock itself failed (Redis unreachable, unexpected reply)
@@ -62,15 +67,12 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		wf waitFlags
 		cf commandFlags
 	)
-	cmd := c.command("run", "[flags] NAME -- COMMAND [ARG...]", runAbout, runExits)
+	cmd := c.command("run", "[flags] NAME [--] COMMAND [ARG...]", runAbout, runExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
 	wf.add(cmd)
 	cf.add(cmd)
-	pos, argv, dashes, err := cmd.parse(args)
-	if err == nil {
-		err = commandArgs(pos, argv, dashes)
-	}
+	name, argv, err := cmd.parseCommand(args)
 	var policy waitPolicy
 	if err == nil {
 		policy, err = wf.policy(cmd)
@@ -78,7 +80,6 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if err != nil {
 		return cmd.exit(err)
 	}
-	name := pos[0]
 	h, locks, done, code := c.prepareHolding(ctx, cmd, &cn, &cf, name, argv)
 	if h == nil {
 		return code
@@ -128,28 +129,14 @@ func (f *commandFlags) check(cmd *command, ttl time.Duration) error {
 	return nil
 }
 
-// commandArgs checks the arguments of run and elect: NAME -- COMMAND [ARG...].
-func commandArgs(pos, argv []string, dashes bool) error {
-	switch {
-	case len(pos) == 0:
-		return usageErrorf("missing lock NAME")
-	case len(pos) > 1:
-		return usageErrorf("unexpected argument %q after NAME: put COMMAND after --", pos[1])
-	case !dashes:
-		return usageErrorf("missing -- before COMMAND")
-	case len(argv) == 0:
-		return usageErrorf("missing COMMAND after --")
-	}
-	return validName(pos[0])
-}
-
 // leaseEnv returns COMMAND's environment: environ, without what an
 // earlier "eval $(fencelock acquire --export)" in the same shell may have
-// left there (the owner secret is not COMMAND's business), with the
+// left there (the owner secret, or where to read it, is not COMMAND's
+// business), with the
 // lease's name, token, ID and fence, and the extra variables.
 func leaseEnv(environ []string, lease *fencelock.Lease, extra ...string) []string {
 	env := slices.DeleteFunc(environ, func(kv string) bool {
-		return strings.HasPrefix(kv, "FENCELOCK_SECRET=") || strings.HasPrefix(kv, "FENCELOCK_LEASE_TTL=")
+		return strings.HasPrefix(kv, "FENCELOCK_SECRET=") || strings.HasPrefix(kv, "FENCELOCK_SECRET_FILE=") || strings.HasPrefix(kv, "FENCELOCK_LEASE_TTL=")
 	})
 	env = append(env,
 		"FENCELOCK_NAME="+lease.Name(),

@@ -196,7 +196,8 @@ func TestRun_usage(t *testing.T) {
 		{"run", "--redis", url},
 		{"run", "--redis", url, "name"},
 		{"run", "--redis", url, "name", "--"},
-		{"run", "--redis", url, "name", "extra", "--", "true"},
+		{"run", "--redis", url, "name", "--ttl", "5s", "extra", "--", "true"},
+		{"run", "--redis", url, "name", "-x"},
 		{"run", "--redis", url, "--", "true"},
 		{"run", "--redis", url, "--bogus", "name", "--", "true"},
 		{"run", "--redis", url, "--ttl", "ten", "name", "--", "true"},
@@ -261,12 +262,12 @@ func TestHelp(t *testing.T) {
 		want, unwant []string
 	}{
 		{"run", []string{"-n, --no-wait", "--wait", "--grace", "--timeout", "--ttl", "75", "124", "126", "127", "flock"}, []string{"doctor found", "--json"}},
-		{"acquire", []string{"-n, --no-wait", "--wait", "--ttl", "--export", "75", "(exit N)"}, []string{"124", "126", "--grace"}},
+		{"acquire", []string{"-n, --no-wait", "--wait", "--ttl", "--export", "75", "(exit N)", "--secret-file", "set -x", "-E, --conflict-exit-code"}, []string{"124", "126", "--grace"}},
 		{"renew", []string{"--ttl", "124", "FENCELOCK_LEASE_TTL"}, []string{"75 ", "126", "--wait"}},
 		{"release", []string{"124", "--timeout"}, []string{"--ttl", "75 ", "126", "--wait"}},
 		{"status", []string{"--json", "125"}, []string{"--ttl", "124", "75 "}},
 		{"doctor", []string{"--json", "--ttl", "  1 ", "--acl-user", "--min-replicas", "ACL DRYRUN", "--cacert"}, []string{"124", "75 "}},
-		{"elect", []string{"--value", "--loop", "--loop-delay", "--wait", "--grace", "--foreground", "FENCELOCK_TERM", "124", "126", "127", "--tls", "--cacert", "--cert", "--key", "--sni", "--insecure"}, []string{"-n, --no-wait", "--json", "doctor found"}},
+		{"elect", []string{"-n, --no-wait", "--value", "--loop", "--loop-delay", "--wait", "--grace", "--foreground", "FENCELOCK_TERM", "124", "126", "127", "--tls", "--cacert", "--cert", "--key", "--sni", "--insecure"}, []string{"--json", "doctor found"}},
 		{"leader", []string{"--watch", "--json", "  1    nobody leads", "125"}, []string{"--ttl", "124", "75 ", "--grace"}},
 		{"demo", []string{"--ttl"}, []string{"124", "--timeout"}},
 		{"version", nil, []string{"124", "--redis"}},
@@ -298,7 +299,7 @@ func TestHelp(t *testing.T) {
 	if got := h.run("-h"); got != 0 {
 		t.Errorf("fencelock -h: exit %d, want 0", got)
 	}
-	for _, w := range []string{"Exit status", "redis+sentinel://[user:password@]host:port", "redis+cluster://", "REDIS_USERNAME", "--timeout", "no { or }"} {
+	for _, w := range []string{"Exit status", "redis+sentinel://[user:password@]host:port", "redis+cluster://", "REDIS_USERNAME", "--timeout", "--prefix", "a server certificate", "no { or }"} {
 		if !strings.Contains(h.stdout.String(), w) {
 			t.Errorf("fencelock -h lacks %q:\n%s", w, h.stdout)
 		}
@@ -313,6 +314,9 @@ func FuzzRedisOptions(f *testing.F) {
 		"redis+sentinel://u:secretpw@h1:1,h2:2/m/0", "rediss+sentinel://u:secretpw@h/m?addr=secretpw",
 		"redis+sentinel://u:secretpw@h/m?password=secretpw", "redis+cluster://u:secretpw@h1,h2:2?dial_timeout=secretpw",
 		"rediss+cluster://:secretpw@h/5", "redis+cluster://u:secretpw@h:secretpw",
+		"redis://h/?password=secretpw", "redis://h/?Password=secretpw", "redis://h/?password=secretpw;x",
+		"redis://h/?db=0;password=secretpw", "redis://h/?password=secret%zzpw", "redis://h/?pass%77ord=secretpw",
+		"redis://h/?password=secretpw&dial_timeout=secretpw", "redis+cluster://h?a=1;sentinel_password=secretpw",
 	} {
 		f.Add(s)
 	}
@@ -330,6 +334,16 @@ func FuzzRedisOptions(f *testing.F) {
 		}
 		if strings.Contains(pw, "secretpw") && strings.Count(err.Error(), pw) > strings.Count(shown, pw) {
 			t.Fatalf("redisOptions(%q) error %q reveals the password", raw, err)
+		}
+		// Nor a password among the query options, where it is the only
+		// place the URL has it.
+		if u, perr := url.Parse(raw); perr == nil {
+			query := u.RawQuery
+			for _, qpw := range querySecrets(query) {
+				if strings.Contains(qpw, "secretpw") && strings.Count(raw, "secretpw") == strings.Count(query, "secretpw") && strings.Contains(err.Error(), "secretpw") {
+					t.Fatalf("redisOptions(%q) error %q reveals the query's password", raw, err)
+				}
+			}
 		}
 	})
 }

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/term"
 )
 
 // leaseInfo is what acquire prints, and what renew and release read back.
@@ -20,8 +23,10 @@ type leaseInfo struct {
 	Token  int64  `json:"token"`
 	Lease  string `json:"lease"`
 	Fence  string `json:"fence"`
-	Secret string `json:"secret"`
-	TTLms  int64  `json:"ttl_ms"`
+	Secret string `json:"secret,omitempty"`
+	// SecretFile is where the secret is instead, with --secret-file.
+	SecretFile string `json:"secret_file,omitempty"`
+	TTLms      int64  `json:"ttl_ms"`
 }
 
 const acquireAbout = `Acquire the lock NAME and print the lease as shell assignments for eval,
@@ -35,6 +40,13 @@ free; --no-wait makes one attempt, --wait bounds the wait.
   FENCELOCK_SECRET     the owner secret: whoever has it can renew and
                        release the lock. Keep it out of logs and command lines.
   FENCELOCK_LEASE_TTL  the lease's TTL, so that a later renew uses the same
+
+Under "set -x" the shell traces what eval runs, FENCELOCK_SECRET
+included. --secret-file FILE keeps the secret out of the trace (and out
+of the environment): acquire writes it to FILE, created with mode 0600,
+and prints FENCELOCK_SECRET_FILE=FILE instead, from which renew and
+release read it. Remove FILE when done (release leaves it, so that a
+second release still finds the lease).
 
 If the lock is not acquired, or anything else fails, acquire prints the
 shell statement "(exit N)" instead, N being its exit status, so that
@@ -50,7 +62,7 @@ within the TTL (every TTL/3, say), and "fencelock release" when done.`
 const acquireExits = `  0    acquired: the lease is printed
   2    usage error: bad flags, arguments or environment
   75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait), or fencelock was interrupted
+       after --wait; -E changes this status), or fencelock was interrupted
   125  fencelock itself failed (Redis unreachable, unexpected reply)
 `
 
@@ -69,9 +81,10 @@ func (c *cli) acquire(ctx context.Context, args []string) int {
 
 func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool) int {
 	var (
-		cn     conn
-		wf     waitFlags
-		export bool
+		cn         conn
+		wf         waitFlags
+		export     bool
+		secretFile string
 	)
 	cmd := c.command("acquire", "[flags] NAME", acquireAbout, acquireExits)
 	cn.addConn(cmd)
@@ -79,6 +92,7 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 	wf.add(cmd)
 	cmd.fs.BoolVar(asJSON, "json", false, "print JSON instead of shell assignments")
 	cmd.fs.BoolVar(&export, "export", false, "prefix each assignment with export, so that later commands see them")
+	cmd.fs.StringVar(&secretFile, "secret-file", "", "write the secret to `FILE` (mode 0600) and print FENCELOCK_SECRET_FILE instead of\n      FENCELOCK_SECRET: the secret stays out of set -x traces and the environment")
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil {
 		err = oneName(pos, dashes)
@@ -91,8 +105,17 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 	if err == nil {
 		target, err = cn.check(cmd)
 	}
+	var sf *secretWriter
+	if err == nil && secretFile != "" {
+		// Before the lock is taken: a file that cannot be written must not
+		// cost a lease that nobody could renew or release.
+		sf, err = newSecretWriter(secretFile)
+	}
 	if err != nil {
 		return cmd.exit(err)
+	}
+	if sf != nil {
+		defer sf.abandon()
 	}
 	a := &attempts{name: pos[0], cmd: "acquire", stderr: c.stderr}
 	cn.hooks = a.hooks()
@@ -113,6 +136,15 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 		Secret: lease.Secret(),
 		TTLms:  cn.ttl.Milliseconds(),
 	}
+	if sf != nil {
+		if err := sf.write(info.Secret); err != nil {
+			// Nobody could renew or release the lease: give it back.
+			rctx, cancel := cn.request(ctx)
+			defer cancel()
+			return c.fail("acquire", exitInternal, errors.Join(err, lease.Release(rctx)))
+		}
+		info.Secret, info.SecretFile = "", sf.path
+	}
 	if *asJSON {
 		b, _ := json.Marshal(info)
 		fmt.Fprintf(c.stdout, "%s\n", b)
@@ -127,22 +159,94 @@ func (c *cli) acquireLeaseInfo(ctx context.Context, args []string, asJSON *bool)
 		shellAssign(export, "FENCELOCK_TOKEN", strconv.FormatInt(info.Token, 10)),
 		shellAssign(export, "FENCELOCK_LEASE", info.Lease),
 		shellAssign(export, "FENCELOCK_FENCE", info.Fence),
-		shellAssign(export, "FENCELOCK_SECRET", info.Secret),
-		shellAssign(export, "FENCELOCK_LEASE_TTL", cn.ttl.String()),
 	)
+	if info.SecretFile != "" {
+		fmt.Fprint(c.stdout, shellAssign(export, "FENCELOCK_SECRET_FILE", info.SecretFile))
+	} else {
+		fmt.Fprint(c.stdout, shellAssign(export, "FENCELOCK_SECRET", info.Secret))
+	}
+	fmt.Fprint(c.stdout, shellAssign(export, "FENCELOCK_LEASE_TTL", cn.ttl.String()))
 	return exitOK
 }
 
-const leaseInputHelp = `The lease comes from the environment that "eval $(fencelock acquire ...)"
-sets (FENCELOCK_SECRET, FENCELOCK_TOKEN, FENCELOCK_NAME), or, when
-FENCELOCK_SECRET is not set, from standard input: acquire's output (shell
-or JSON), or the secret alone on one line. NAME defaults to
-FENCELOCK_NAME. The secret is never taken from the command line.`
+// secretWriter writes acquire's --secret-file: to a temporary file of
+// mode 0600 in the same directory, renamed to the file once written, so
+// that the secret is never readable by others, nor the file half written.
+type secretWriter struct {
+	path string // absolute, as renew and release may run elsewhere
+	tmp  *os.File
+}
 
-const attachedExits = `  0    success
+func newSecretWriter(file string) (*secretWriter, error) {
+	path, err := filepath.Abs(file)
+	if err != nil {
+		return nil, usageErrorf("--secret-file %s: %v", file, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".fencelock-secret-*")
+	if err != nil {
+		return nil, usageErrorf("--secret-file %s: cannot create a file there: %v", file, err)
+	}
+	return &secretWriter{path: path, tmp: tmp}, nil
+}
+
+func (w *secretWriter) write(secret string) error {
+	_, err := w.tmp.WriteString(secret + "\n")
+	err = errors.Join(err, w.tmp.Sync(), w.tmp.Close())
+	if err == nil {
+		err = os.Rename(w.tmp.Name(), w.path)
+	}
+	if err != nil {
+		return fmt.Errorf("--secret-file %s: %w", w.path, err)
+	}
+	w.tmp = nil
+	return nil
+}
+
+// abandon removes the temporary file unless write renamed it.
+func (w *secretWriter) abandon() {
+	if w.tmp != nil {
+		w.tmp.Close()
+		os.Remove(w.tmp.Name())
+	}
+}
+
+// readSecretFile reads a secret written by acquire --secret-file.
+func readSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<12))
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return "", errors.New("want the secret alone, as acquire --secret-file writes it")
+	}
+	return s, nil
+}
+
+const leaseInputHelp = `The lease comes from the environment that "eval $(fencelock acquire ...)"
+sets (FENCELOCK_SECRET, or the file FENCELOCK_SECRET_FILE names, with
+FENCELOCK_TOKEN and FENCELOCK_NAME), or, when neither is set, from
+standard input: acquire's output (shell or JSON), or the secret alone on
+one line. NAME defaults to FENCELOCK_NAME. The secret is never taken
+from the command line.`
+
+const renewExits = `  0    success
   2    usage error: bad flags, arguments, environment or lease input
   124  the lease no longer holds the lock (it expired, was released, or
        another lease holds it now)
+  125  fencelock itself failed (Redis unreachable, unexpected reply), or
+       was interrupted
+`
+
+const releaseExits = `  0    released; or nobody holds the lock (released already, or the
+       lease expired), which release says on stderr
+  2    usage error: bad flags, arguments, environment or lease input
+  124  the lease was lost: another lease holds the lock now
   125  fencelock itself failed (Redis unreachable, unexpected reply), or
        was interrupted
 `
@@ -154,22 +258,24 @@ re-created: renew then exits with 124. The TTL is --ttl, else the
 lease's own (FENCELOCK_LEASE_TTL, or acquire's output on standard
 input), else FENCELOCK_TTL.
 
-`+leaseInputHelp, true, func(ctx context.Context, l *fencelock.Lease) error { return l.Renew(ctx) })
+`+leaseInputHelp, renewExits, true, func(ctx context.Context, l *fencelock.Lease) error { return l.Renew(ctx) })
 }
 
 func (c *cli) release(ctx context.Context, args []string) int {
 	return c.attached(ctx, "release", args, `Release a lease printed by "fencelock acquire": delete the lock if the
-lease still holds it. If the lease was lost, the lock is left alone and
-release exits with 124.
+lease still holds it. A lock that nobody holds is left alone, and
+release says so and exits 0: it was released already (or the lease
+expired), and this lease blocks nobody. If another lease holds the lock
+now, the lease was lost: the lock is left alone and release exits 124.
 
-`+leaseInputHelp, false, func(ctx context.Context, l *fencelock.Lease) error { return l.Release(ctx) })
+`+leaseInputHelp, releaseExits, false, func(ctx context.Context, l *fencelock.Lease) error { return l.Release(ctx) })
 }
 
 // attached runs renew or release on a lease rebuilt from its secret;
 // withTTL registers --ttl.
-func (c *cli) attached(ctx context.Context, name string, args []string, about string, withTTL bool, do func(context.Context, *fencelock.Lease) error) int {
+func (c *cli) attached(ctx context.Context, name string, args []string, about, exits string, withTTL bool, do func(context.Context, *fencelock.Lease) error) int {
 	var cn conn
-	cmd := c.command(name, "[flags] [NAME]", about, attachedExits)
+	cmd := c.command(name, "[flags] [NAME]", about, exits)
 	cn.addConn(cmd)
 	if withTTL {
 		cn.addTTL(cmd, "FENCELOCK_LEASE_TTL", "FENCELOCK_TTL")
@@ -204,12 +310,36 @@ func (c *cli) attached(ctx context.Context, name string, args []string, about st
 	rctx, cancel := cn.request(ctx)
 	defer cancel()
 	if err := do(rctx, lease); err != nil {
-		if errors.Is(err, fencelock.ErrLeaseLost) {
+		if !errors.Is(err, fencelock.ErrLeaseLost) {
+			return c.fail(name, exitInternal, err)
+		}
+		if name != "release" {
 			return c.fail(name, exitLeaseLost, err)
 		}
-		return c.fail(name, exitInternal, err)
+		return c.releaseLost(ctx, &cn, rdb, info.Name, err)
 	}
 	return exitOK
+}
+
+// releaseLost says why release found the lease lost. A lock that nobody
+// holds was most likely released already (a second release, a trap on
+// EXIT after an explicit one), or it expired: Redis cannot tell which.
+// Either way this lease holds nothing and blocks nobody, which is what
+// release is for, so it exits 0, as the library's Release is idempotent;
+// renew, whose failure matters, still exits 124. A lock held by another
+// lease is a lost lease: 124, naming the holder.
+func (c *cli) releaseLost(ctx context.Context, cn *conn, rdb redis.UniversalClient, name string, lost error) int {
+	rctx, cancel := cn.request(ctx)
+	defer cancel()
+	h, err := cn.locks(rdb, false).Holder(rctx, name)
+	switch {
+	case errors.Is(err, fencelock.ErrNotHeld):
+		fmt.Fprintf(c.stderr, "fencelock release: lock %q is not held: already released (or the lease expired); nothing to do\n", name)
+		return exitOK
+	case err == nil:
+		return c.fail("release", exitLeaseLost, fmt.Errorf("%w; lock %q is held by lease %s now", lost, name, h.LeaseID))
+	}
+	return c.fail("release", exitLeaseLost, lost)
 }
 
 // leaseInput finds the lease for renew and release: NAME from pos or
@@ -218,7 +348,8 @@ func (c *cli) leaseInput(pos []string) (leaseInfo, error) {
 	var info leaseInfo
 	info.Name = c.getenv("FENCELOCK_NAME")
 	token := c.getenv("FENCELOCK_TOKEN")
-	if info.Secret = c.getenv("FENCELOCK_SECRET"); info.Secret == "" {
+	info.Secret, info.SecretFile = c.getenv("FENCELOCK_SECRET"), c.getenv("FENCELOCK_SECRET_FILE")
+	if info.Secret == "" && info.SecretFile == "" {
 		if f, ok := c.stdin.(*os.File); ok && isTerminal(f) {
 			return info, usageErrorf("no lease: set FENCELOCK_SECRET (eval the output of acquire) or pipe acquire's output to standard input")
 		}
@@ -230,13 +361,20 @@ func (c *cli) leaseInput(pos []string) (leaseInfo, error) {
 		if err != nil {
 			return info, usageErrorf("standard input: %v", err)
 		}
-		info.Secret, info.TTLms = got.Secret, got.TTLms
+		info.Secret, info.SecretFile, info.TTLms = got.Secret, got.SecretFile, got.TTLms
 		if got.Name != "" {
 			info.Name = got.Name
 		}
 		if got.Token != 0 {
 			token = strconv.FormatInt(got.Token, 10)
 		}
+	}
+	if info.Secret == "" && info.SecretFile != "" {
+		secret, err := readSecretFile(info.SecretFile)
+		if err != nil {
+			return info, usageErrorf("FENCELOCK_SECRET_FILE %s: %v", info.SecretFile, err)
+		}
+		info.Secret = secret
 	}
 	if len(pos) == 1 {
 		if info.Name != "" && info.Name != pos[0] {
@@ -282,7 +420,7 @@ func parseLeaseInput(s string) (leaseInfo, error) {
 		if err != nil {
 			return info, err
 		}
-		info.Name, info.Secret = vars["FENCELOCK_NAME"], vars["FENCELOCK_SECRET"]
+		info.Name, info.Secret, info.SecretFile = vars["FENCELOCK_NAME"], vars["FENCELOCK_SECRET"], vars["FENCELOCK_SECRET_FILE"]
 		if tok := vars["FENCELOCK_TOKEN"]; tok != "" {
 			n, err := strconv.ParseInt(tok, 10, 64)
 			if err != nil || n <= 0 {
@@ -302,16 +440,15 @@ func parseLeaseInput(s string) (leaseInfo, error) {
 	default:
 		info.Secret = t
 	}
-	if info.Secret == "" {
+	if info.Secret == "" && info.SecretFile == "" {
 		return info, errors.New("no FENCELOCK_SECRET")
 	}
 	return info, nil
 }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal: not merely a character
+// device, which /dev/null is too.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 const statusAbout = `Show who holds the lock NAME: the holder's public lease ID, the lock's
 remaining TTL, and the holder's token (the last issued for NAME). It

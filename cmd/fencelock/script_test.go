@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,17 +77,61 @@ func TestAcquireRenewRelease(t *testing.T) {
 		t.Errorf("lock exists after release")
 	}
 
-	// The lease is gone now: renew and release say so, and renew does not
-	// re-create the lock.
-	for _, cmd := range []string{"renew", "release"} {
-		h = newHarness(t)
-		h.env = vars
-		if code := h.run(cmd, "--redis", redisURL(s)); code != exitLeaseLost {
-			t.Errorf("%s after release: exit = %d, want %d", cmd, code, exitLeaseLost)
-		}
+	// The lease is gone now: renew says so, and does not re-create the
+	// lock (a second release: TestRelease_twice).
+	h = newHarness(t)
+	h.env = vars
+	if code := h.run("renew", "--redis", redisURL(s)); code != exitLeaseLost {
+		t.Errorf("renew after release: exit = %d, want %d", code, exitLeaseLost)
 	}
 	if n := rdb.Exists(ctx, "fencelock:{script-job}").Val(); n != 0 {
 		t.Errorf("lock exists after a renew of a released lease; renew must not re-create it")
+	}
+}
+
+// A second release of a released lease says so and succeeds, as the
+// library's Release is idempotent: nothing is held that could block
+// anyone. A lease whose lock another lease holds now is lost: 124,
+// naming the holder.
+func TestRelease_twice(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	vars := acquireVars(t, s, "twice")
+	for i, want := range []string{"", `lock "twice" is not held: already released (or the lease expired)`} {
+		h := newHarness(t)
+		h.env = vars
+		if code := h.run("release", "--redis", redisURL(s)); code != 0 {
+			t.Errorf("release %d: exit = %d, want 0", i+1, code)
+		}
+		if want == "" {
+			if h.stderr.String() != "" {
+				t.Errorf("release 1: stderr %q, want nothing", h.stderr)
+			}
+			continue
+		}
+		if msg := oneLine(t, h.stderr.String(), "fencelock release: "); !strings.Contains(msg, want) || strings.Contains(msg, "lost") {
+			t.Errorf("release %d: stderr %q, want %q", i+1, msg, want)
+		}
+	}
+
+	vars = acquireVars(t, s, "--ttl", "1s", "taken-over")
+	rdb.Del(t.Context(), "fencelock:{taken-over}") // as if it expired
+	other, err := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute}).TryAcquire(t.Context(), "taken-over")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(t.Context())
+	h := newHarness(t)
+	h.env = vars
+	if code := h.run("release", "--redis", redisURL(s)); code != exitLeaseLost {
+		t.Errorf("release of a lock another lease holds: exit = %d, want %d", code, exitLeaseLost)
+	}
+	if msg := oneLine(t, h.stderr.String(), "fencelock release: "); !strings.Contains(msg, "lease lost") || !strings.Contains(msg, "held by lease "+other.ID()) {
+		t.Errorf("release of a lock another lease holds: stderr %q, want lease lost, held by lease %s", msg, other.ID())
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{taken-over}").Val(); n != 1 {
+		t.Errorf("the other lease's lock is gone after release of the lost lease")
 	}
 }
 
@@ -337,13 +384,15 @@ func FuzzParseLeaseInput(f *testing.F) {
 		"s3cret\n",
 		"export FENCELOCK_SECRET='x y'",
 		"FENCELOCK_TOKEN=-1",
+		"FENCELOCK_NAME=a\nFENCELOCK_TOKEN=5\nFENCELOCK_SECRET_FILE=/tmp/s\n",
+		`{"name":"a","token":5,"secret_file":"/tmp/s"}`,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		info, err := parseLeaseInput(in)
-		if err == nil && info.Secret == "" {
-			t.Fatalf("parseLeaseInput(%q) = %+v, nil; want a secret or an error", in, info)
+		if err == nil && info.Secret == "" && info.SecretFile == "" {
+			t.Fatalf("parseLeaseInput(%q) = %+v, nil; want a secret, a secret file or an error", in, info)
 		}
 		if err == nil && info.Token < 0 {
 			t.Fatalf("parseLeaseInput(%q) accepted token %d", in, info.Token)
@@ -443,5 +492,115 @@ func TestAcquire_exportKeepsTTLToTheLease(t *testing.T) {
 	}
 	if pttl := rdb.PTTL(t.Context(), "fencelock:{exported}").Val(); pttl <= 20*time.Second {
 		t.Errorf("PTTL after renew < acquire's output = %v, want the lease's 1m", pttl)
+	}
+}
+
+// Under "set -x" the shell traces what eval runs, FENCELOCK_SECRET
+// included; with --secret-file, acquire writes the secret to a file of
+// mode 0600 instead, prints FENCELOCK_SECRET_FILE in its place, and renew
+// and release read it from there: the trace of the whole life cycle,
+// in bash and dash, shows no secret.
+func TestAcquire_secretFile(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	for _, shell := range []string{"bash", "dash"} {
+		path, err := exec.LookPath(shell)
+		if err != nil {
+			t.Errorf("no %s: install it (apt-get install %[1]s) to test the idiom in it", shell)
+			continue
+		}
+		name := "secret-file-" + shell
+		file := filepath.Join(t.TempDir(), "lease.secret")
+		// "$0" is fencelock (this test binary in main mode).
+		script := `set -x
+eval "$("$0" acquire --export --secret-file ` + file + ` ` + name + `)" || exit
+"$0" renew || exit
+"$0" status ` + name + `
+"$0" release || exit`
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, path, "-c", script, os.Args[0])
+		cmd.Env = append(os.Environ(), mainEnv+"=1", "REDIS_URL="+redisURL(s))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		cancel()
+		if err != nil {
+			t.Errorf("%s: script failed: %v\nstdout:\n%s\nstderr:\n%s", shell, err, &stdout, &stderr)
+			continue
+		}
+		secret, err := os.ReadFile(file)
+		if err != nil {
+			t.Errorf("%s: %v", shell, err)
+			continue
+		}
+		if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: secret file mode %v (%v), want 0600", shell, fi.Mode().Perm(), err)
+		}
+		sec := strings.TrimSpace(string(secret))
+		if len(sec) < 16 {
+			t.Errorf("%s: secret file holds %q, want the secret", shell, secret)
+			continue
+		}
+		if strings.Contains(stderr.String(), sec) || strings.Contains(stdout.String(), sec) {
+			t.Errorf("%s: the trace shows the secret:\n%s", shell, &stderr)
+		}
+		if !strings.Contains(stderr.String(), "FENCELOCK_SECRET_FILE="+file) || !strings.Contains(stdout.String(), "held   yes") {
+			t.Errorf("%s: trace %q, stdout %q: want FENCELOCK_SECRET_FILE set and the lock held while the script ran", shell, &stderr, &stdout)
+		}
+		if n := rdb.Exists(t.Context(), "fencelock:{"+name+"}").Val(); n != 0 {
+			t.Errorf("%s: lock exists after the script's release", shell)
+		}
+	}
+
+	// --json: no secret in the JSON, the file named instead; release reads
+	// the JSON on standard input.
+	file := filepath.Join(t.TempDir(), "json.secret")
+	h := newHarness(t)
+	if code := h.run("acquire", "--redis", redisURL(s), "--json", "--secret-file", file, "secret-file-json"); code != 0 {
+		t.Fatalf("acquire --json --secret-file: exit = %d", code)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(h.stdout.String()), &got); err != nil || got["secret"] != nil || got["secret_file"] != file {
+		t.Errorf("acquire --json --secret-file printed %s (%v), want secret_file and no secret", h.stdout, err)
+	}
+	r := newHarness(t)
+	r.stdin = h.stdout.String()
+	if code := r.run("release", "--redis", redisURL(s)); code != 0 || r.stderr.String() != "" {
+		t.Errorf("release < acquire --json --secret-file: exit = %d, stderr %q; want 0 and nothing", code, r.stderr)
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{secret-file-json}").Val(); n != 0 {
+		t.Errorf("lock exists after release")
+	}
+
+	// A file that cannot be written is a usage error, before the lock is
+	// taken.
+	h = newHarness(t)
+	if code := h.run("acquire", "--redis", redisURL(s), "--secret-file", filepath.Join(t.TempDir(), "no", "such", "dir"), "secret-file-bad"); code != exitUsage {
+		t.Errorf("acquire --secret-file in a missing directory: exit = %d, want %d", code, exitUsage)
+	}
+	if n := rdb.Exists(t.Context(), "fencelock:{secret-file-bad}:token").Val(); n != 0 {
+		t.Errorf("acquire --secret-file in a missing directory took the lock")
+	}
+}
+
+// /dev/null is a character device but no terminal: renew with standard
+// input from it reads the (empty) input, as from any file, rather than
+// refusing to read "from the terminal".
+func TestLeaseInput_devNullIsNoTerminal(t *testing.T) {
+	t.Parallel()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	h := newHarness(t)
+	c := h.cli()
+	c.stdin = null
+	if code := c.main(t.Context(), []string{"renew", "--redis", "redis://127.0.0.1:1", "x"}); code != exitUsage {
+		t.Errorf("renew < /dev/null: exit = %d, want %d", code, exitUsage)
+	}
+	if msg := oneLine(t, h.stderr.String(), "fencelock renew: "); !strings.Contains(msg, "standard input: empty") {
+		t.Errorf("renew < /dev/null: stderr %q, want it to have read standard input (empty)", msg)
 	}
 }

@@ -23,8 +23,16 @@ type proc struct {
 // and COMMAND (this test binary) in child mode.
 func startProc(t *testing.T, mode string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(os.Args[0], args...), stdout: newOutput(), stderr: newOutput(), done: make(chan struct{})}
-	p.cmd.Env = append(append(os.Environ(), mainEnv+"=1", childEnv+"="+mode), env...)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), mainEnv+"=1", childEnv+"="+mode), env...)
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd, which runs fencelock (this test binary in main
+// mode, maybe through a shell), and owns its Wait.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stdout: newOutput(), stderr: newOutput(), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
