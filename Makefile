@@ -99,3 +99,22 @@ fuzz: redis databases
 			(cd $$(dirname $$f) && go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) .); \
 		done; \
 	done
+
+.PHONY: release-binaries release-check api-report
+
+# The CLI for linux and darwin on amd64 and arm64 in dist/, with
+# SHA256SUMS: run at a release tag, VERSION=vX.Y.Z naming the files
+# (scripts/release-binaries; releasing itself is scripts/release, README
+# "Installation and versioning").
+release-binaries:
+	@VERSION=$(VERSION) ./scripts/release-binaries dist
+
+# What CI checks of a release: the binaries build, and build the same bytes
+# twice; then the API difference against the previous release tag, printed
+# for CHANGELOG's "Moving" list (informational, never a failure).
+release-check:
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; ./scripts/release-binaries --check "$$d"
+	@./scripts/api-report
+
+api-report:
+	@./scripts/api-report

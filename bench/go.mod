@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/fencelock/fencelock v0.0.0
+	github.com/fencelock/fencelock v0.1.0
 	github.com/go-redsync/redsync/v4 v4.17.0
 	github.com/redis/go-redis/v9 v9.22.0
 	gonum.org/v1/plot v0.17.0
@@ -23,5 +23,3 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
-
-replace github.com/fencelock/fencelock => ..

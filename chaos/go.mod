@@ -3,8 +3,8 @@ module github.com/fencelock/fencelock/chaos
 go 1.25.0
 
 require (
-	github.com/fencelock/fencelock v0.0.0
-	github.com/fencelock/fencelock/fence/sqlfence v0.0.0
+	github.com/fencelock/fencelock v0.1.0
+	github.com/fencelock/fencelock/fence/sqlfence v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	modernc.org/sqlite v1.59.0
 )
@@ -32,7 +32,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
-
-replace github.com/fencelock/fencelock => ..
-
-replace github.com/fencelock/fencelock/fence/sqlfence => ../fence/sqlfence

@@ -3,7 +3,7 @@ module github.com/fencelock/fencelock/fenceotel
 go 1.25.0
 
 require (
-	github.com/fencelock/fencelock v0.0.0
+	github.com/fencelock/fencelock v0.1.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0
 	go.opentelemetry.io/otel/sdk v1.46.0
@@ -21,5 +21,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
-
-replace github.com/fencelock/fencelock => ..

@@ -3,7 +3,7 @@ module github.com/fencelock/fencelock/fenceprom
 go 1.25.0
 
 require (
-	github.com/fencelock/fencelock v0.0.0
+	github.com/fencelock/fencelock v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
 )
@@ -20,5 +20,3 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/fencelock/fencelock => ..

@@ -68,7 +68,10 @@ func (o *opts) goTest(ctx context.Context, root string, c testCmd) (result, erro
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = filepath.Join(root, filepath.FromSlash(c.dir))
-	cmd.Env = append(os.Environ(), c.env...)
+	// The copy's own workspace, so that its nested modules build against
+	// the mutated library, whatever GOWORK the caller has set.
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work"))
+	cmd.Env = append(cmd.Env, c.env...)
 	if c.server != "" {
 		bin, err := o.servers.bin(ctx, c.server)
 		if err != nil {

@@ -3,8 +3,8 @@ module github.com/fencelock/fencelock/cmd/fencelock
 go 1.25.0
 
 require (
-	github.com/fencelock/fencelock v0.0.0
-	github.com/fencelock/fencelock/fenceprom v0.0.0
+	github.com/fencelock/fencelock v0.1.0
+	github.com/fencelock/fencelock/fenceprom v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/common v0.71.0
 	github.com/redis/go-redis/v9 v9.22.0
@@ -20,9 +20,4 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/fencelock/fencelock => ../..
-	github.com/fencelock/fencelock/fenceprom => ../../fenceprom
 )

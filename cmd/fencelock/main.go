@@ -84,7 +84,7 @@ Usage:
   fencelock doctor [flags]                           audit a Redis deployment for lock safety
   fencelock demo [flags]                             watch a paused holder's stale write,
                                                      unfenced and fenced
-  fencelock version                                  print the version
+  fencelock version                                  print the version (or --version)
 
 Flags come before NAME; for run and elect, everything after NAME is
 COMMAND (a "--" between them is optional).
@@ -212,6 +212,8 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		fmt.Fprint(c.stdout, topUsage)
 		fmt.Fprint(c.stdout, "\n"+exitCodesHelp)
 		return exitOK
+	case "--version":
+		return c.version(ctx, args[1:])
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

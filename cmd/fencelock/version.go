@@ -20,15 +20,26 @@ func (c *cli) version(ctx context.Context, args []string) int {
 	if err != nil {
 		return cmd.exit(err)
 	}
-	fmt.Fprintln(c.stdout, versionString())
+	fmt.Fprintln(c.stdout, versionString(buildInfo(), version))
 	return exitOK
 }
 
-func versionString() string {
-	v, rev, goVersion := version, "", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
+// buildInfo is the binary's build information, nil if it has none.
+func buildInfo() *debug.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return bi
+}
+
+// versionString says where the binary came from: the version linked in,
+// else the module version go install fetched (or go build stamped from a
+// tag), then the VCS revision go build saw in a clone, then the Go
+// version. "(devel)" stands for the version only when neither a version
+// nor a revision is known (a build with -buildvcs=false, say).
+func versionString(bi *debug.BuildInfo, linked string) string {
+	v, rev, goVersion := linked, "", ""
+	if bi != nil {
 		goVersion = bi.GoVersion
-		if v == "" {
+		if v == "" && bi.Main.Version != "(devel)" {
 			v = bi.Main.Version
 		}
 		for _, s := range bi.Settings {
@@ -42,12 +53,16 @@ func versionString() string {
 			}
 		}
 	}
-	if v == "" {
-		v = "(devel)"
-	}
-	s := "fencelock " + v
-	if rev != "" {
+	s := "fencelock"
+	switch {
+	case v != "" && rev != "":
+		s += " " + v + " " + rev
+	case v != "":
+		s += " " + v
+	case rev != "":
 		s += " " + rev
+	default:
+		s += " (devel)"
 	}
 	if goVersion != "" {
 		s += " " + goVersion

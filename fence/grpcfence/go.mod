@@ -3,7 +3,7 @@ module github.com/fencelock/fencelock/fence/grpcfence
 go 1.25.0
 
 require (
-	github.com/fencelock/fencelock v0.0.0
+	github.com/fencelock/fencelock v0.1.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260706201446-f0a921348800
 	google.golang.org/grpc v1.84.0
 )
@@ -14,5 +14,3 @@ require (
 	golang.org/x/text v0.40.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
-
-replace github.com/fencelock/fencelock => ../..

@@ -3,7 +3,7 @@ module github.com/fencelock/fencelock/fence/sqlfence
 go 1.25.0
 
 require (
-	github.com/fencelock/fencelock v0.0.0
+	github.com/fencelock/fencelock v0.1.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	modernc.org/sqlite v1.59.0
@@ -26,5 +26,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/fencelock/fencelock => ../..

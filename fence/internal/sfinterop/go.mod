@@ -4,7 +4,5 @@ go 1.25.0
 
 require (
 	github.com/dunglas/httpsfv v1.1.2
-	github.com/fencelock/fencelock v0.0.0
+	github.com/fencelock/fencelock v0.1.0
 )
-
-replace github.com/fencelock/fencelock => ../../..
