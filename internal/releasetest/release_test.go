@@ -57,6 +57,10 @@ func TestRelease_localProxy(t *testing.T) {
 		serve(t, proxy, clone, dir, next)
 	}
 
+	// The offline build takes every other module from the local module
+	// cache; on a fresh machine this test can run before any other
+	// module's, so the workspace's dependencies are downloaded first.
+	run(t, src, nil, "go", "mod", "download")
 	cache := strings.TrimSpace(run(t, "", nil, "go", "env", "GOMODCACHE"))
 	gocache := strings.TrimSpace(run(t, "", nil, "go", "env", "GOCACHE"))
 	gopath := filepath.Join(tmp, "gopath")
