@@ -226,12 +226,8 @@ func retryable(ctx context.Context, err error) bool {
 	if errors.As(err, &rerr) {
 		// Server replies that a failover or restart cures; others (wrong
 		// type, script errors) would only repeat.
-		for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK"} {
-			if redis.HasErrorPrefix(err, p) {
-				return true
-			}
-		}
-		return false
+		c, _ := classOf(err)
+		return c == errCured
 	}
 	return true // transport errors: the connection may come back
 }
