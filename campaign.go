@@ -3,11 +3,7 @@ package fencelock
 import (
 	"context"
 	_ "embed"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -26,10 +22,8 @@ var (
 	campaignLua = "local function acquire(KEYS, ARGV)\n" + acquireLua + "\nend\n" +
 		"local function announce(KEYS, ARGV)\n" + announceLua + "\nend\n" + campaignTail
 
-	campaignScript    = redis.NewScript(campaignLua)
-	announceScript    = redis.NewScript(announceLua)
-	resignScript      = redis.NewScript(resignLua)
-	renewLeaderScript = redis.NewScript(renewLeaderLua)
+	campaignRun, announceRun  = newRunner(campaignLua), newRunner(announceLua)
+	resignRun, renewLeaderRun = newRunner(resignLua), newRunner(renewLeaderLua)
 )
 
 // historyLen is how many changes an election's history keeps: an
@@ -110,86 +104,14 @@ func (b *leadership) acquire(ctx context.Context, r *lockRef) (int64, time.Durat
 
 // campaign takes the lock on one node and announces the leader, in one
 // script: the lock, the term and the record are written together or not
-// at all. With MinReplicas it waits for replicas as node.acquire does.
+// at all. It is the lock's acquisition (node.take) with the campaign
+// script, and resigning as its cleanup.
 func (b *leadership) campaign(ctx context.Context, n *node, name, owner string) (int64, time.Duration, error) {
 	cfg := b.cfg
-	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
-	args := []any{owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
-		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen}
-	reply, acks, err, waitErr := b.eval(ctx, n, keys, args)
-	if err != nil {
-		b.abandon(ctx, n, name, owner, err)
-		return 0, 0, n.follow(ctx, err)
-	}
-	v, ok := reply.(int64)
-	if !ok {
-		err := fmt.Errorf("fencelock: malformed campaign reply %v", reply)
-		b.abandon(ctx, n, name, owner, err)
-		return 0, 0, err
-	}
-	token, held := parseAcquire(v)
-	switch {
-	case token == 0:
-		return 0, held, nil
-	case cfg.minReplicas == 0:
-		return token, 0, nil
-	case waitErr != nil:
-		// Taken, but whether it replicated is unknown: the term must not
-		// be used.
-		b.abandon(ctx, n, name, owner, nil)
-		return 0, 0, n.follow(ctx, fmt.Errorf("WAIT after campaigning: %w", waitErr))
-	case acks < int64(cfg.minReplicas):
-		b.abandon(ctx, n, name, owner, nil)
-		return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
-			ErrNotAcquired, ErrNotReplicated, acks, cfg.minReplicas, cfg.replicaTimeout)
-	}
-	return token, 0, nil
-}
-
-// eval runs the campaign script, and with MinReplicas WAIT after it in
-// one pipeline on the connection to the lock's master (see
-// node.acquireWait).
-func (b *leadership) eval(ctx context.Context, n *node, keys []string, args []any) (reply any, acks int64, err, waitErr error) {
-	if b.cfg.minReplicas == 0 {
-		reply, err = campaignScript.Run(ctx, n.rdb, keys, args...).Result()
-		return reply, 0, err, nil
-	}
-	pipelined := n.rdb.Pipelined
-	if n.cluster != nil {
-		m, err := n.cluster.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, 0, err, nil
-		}
-		pipelined = m.Pipelined
-	}
-	run := func(eval func(p redis.Pipeliner) *redis.Cmd) {
-		var script *redis.Cmd
-		wait := redis.NewIntCmd(ctx, "WAIT", b.cfg.minReplicas, b.cfg.replicaTimeout.Milliseconds())
-		pipelined(ctx, func(p redis.Pipeliner) error {
-			script = eval(p)
-			p.Process(ctx, wait)
-			return nil
-		})
-		reply, err = script.Result()
-		acks, waitErr = wait.Result()
-	}
-	run(func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, campaignScript.Hash(), keys, args...) })
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		run(func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, campaignLua, keys, args...) })
-	}
-	return reply, acks, err, waitErr
-}
-
-// abandon resigns, best effort, what a campaign attempt may have taken
-// when its reply was lost or is not to be trusted (see node.abandon).
-func (b *leadership) abandon(ctx context.Context, n *node, name, owner string, err error) {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return // the script writes only after every check that can fail
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(b.cfg.ttl, abandonTimeout))
-	defer cancel()
-	b.resign(rctx, n, name, owner)
+	args := append(campaignRun.args("4", 13), cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
+		owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
+		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen)
+	return n.take(ctx, cfg.lockKey(name), campaignRun, args, func(ctx context.Context) { b.resign(ctx, n, name, owner) })
 }
 
 // publish returns the command that wakes the election's observers and
@@ -205,10 +127,10 @@ func (b *leadership) publish(ctx context.Context, n *node, name string) string {
 // announce writes the leader's record on n, if owner holds the lock there.
 func (b *leadership) announce(ctx context.Context, n *node, name, owner, kind string, term, seq int64, value string, since time.Time) (bool, error) {
 	cfg := b.cfg
-	v, err := announceScript.Run(ctx, n.rdb,
-		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
+	v, err := announceRun.run(ctx, n.rdb, append(announceRun.args("3", 14),
+		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name),
 		owner, kind, term, leaseID(owner), value, seq, since.UnixMicro(),
-		cfg.changedChannel(name), b.publish(ctx, n, name), cfg.retentionArg, historyLen).Int64()
+		cfg.changedChannel(name), b.publish(ctx, n, name), cfg.retentionArg, historyLen))
 	return v == 1, n.follow(ctx, err)
 }
 
@@ -223,9 +145,10 @@ func (b *leadership) proclaim(ctx context.Context, name, owner string, term, seq
 func (b *leadership) renew(ctx context.Context, r *lockRef) (bool, error) {
 	owner, cfg := r.owner, b.cfg
 	name := r.name
-	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
 	return b.each(ctx, "renewed", cfg.ttl-cfg.drift, func(ctx context.Context, _ int, n *node) (bool, error) {
-		v, err := renewLeaderScript.Run(ctx, n.rdb, keys, owner, cfg.ttl.Milliseconds(), cfg.retentionArg).Int64()
+		v, err := renewLeaderRun.run(ctx, n.rdb, append(renewLeaderRun.args("4", 7),
+			cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
+			owner, cfg.ttl.Milliseconds(), cfg.retentionArg))
 		return v == 1, n.follow(ctx, err)
 	})
 }
@@ -265,10 +188,10 @@ func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *
 // and wakes the candidates and the observers.
 func (b *leadership) resign(ctx context.Context, n *node, name, owner string) (bool, error) {
 	cfg := b.cfg
-	v, err := resignScript.Run(ctx, n.rdb,
-		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
+	v, err := resignRun.run(ctx, n.rdb, append(resignRun.args("3", 9),
+		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name),
 		owner, cfg.channel(name), cfg.changedChannel(name), b.publish(ctx, n, name),
-		cfg.retentionArg, historyLen).Int64()
+		cfg.retentionArg, historyLen))
 	return v == 1, n.follow(ctx, err)
 }
 

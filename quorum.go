@@ -15,9 +15,8 @@ import (
 
 var (
 	//go:embed quorum_writeback.lua
-	writebackLua    string
-	writebackScript = redis.NewScript(writebackLua)
-	writebackRun    = newRunner(writebackScript, writebackLua)
+	writebackLua string
+	writebackRun = newRunner(writebackLua)
 )
 
 // NewQuorum returns a Client that keeps each lock on a majority of nodes,

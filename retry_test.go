@@ -270,3 +270,59 @@ func errorHasPrefix(err error, prefix string) bool {
 	}
 	return false
 }
+
+// A campaign whose reply is lost and whose retry by go-redis fails took
+// the election's lock and wrote its leader's record at the first try. The
+// attempt must resign it: otherwise Leader names a candidate whose
+// attempt failed, for the TTL, and the candidate's next attempts wait
+// behind it. With and without MinReplicas.
+func TestElection_Campaign_lostReplyRetried(t *testing.T) {
+	t.Parallel()
+	for _, minReplicas := range []int{0, 1} {
+		for _, tc := range retryCases {
+			t.Run(tc.name+map[int]string{0: "", 1: "/MinReplicas"}[minReplicas], func(t *testing.T) {
+				t.Parallel()
+				m := redistest.New(t)
+				if minReplicas > 0 && tc.name != "READONLY" {
+					redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
+					redistest.WaitReplicasInSync(t, m, 1)
+				}
+				addr, prepare := tc.setup(t, m)
+				h := &retriedLoss{marker: []byte("{elected}"), retryAddr: addr, state: lossHealed}
+				rdb := retryClient(t, m, h)
+				c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RetryInterval: 100 * time.Millisecond,
+					MinReplicas: minReplicas, ReplicaTimeout: 5 * time.Second})
+				ctx := t.Context()
+				warm := c.Election("warm-up")
+				if _, err := warm.Campaign(ctx, "w"); err != nil {
+					t.Fatalf("warm-up Campaign error = %v", err)
+				}
+				if err := warm.Resign(ctx); err != nil {
+					t.Fatalf("warm-up Resign error = %v", err)
+				}
+				prepare(h)
+				h.mu.Lock()
+				h.state = lossArmed
+				h.mu.Unlock()
+
+				// The failed attempt is retried by Campaign (an Acquire): it
+				// must get the lock at once, not a TTL later.
+				e := c.Election("elected")
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				l, err := e.Campaign(cctx, "candidate")
+				if !h.fired() {
+					t.Fatalf("the fault did not fire (Campaign = %v, %v)", l, err)
+				}
+				got, lerr := fencelock.New(m.Client(t), nil).Election("elected").Leader(ctx)
+				if err != nil {
+					t.Fatalf("Campaign error = %v (Leader() = %+v, %v), want the lock once the failed attempt resigned", err, got, lerr)
+				}
+				defer e.Resign(ctx)
+				if lerr != nil || got.LeaseID != l.ID() || got.Term != l.Token() {
+					t.Errorf("Leader() = %+v, %v; want the campaign's lease %s, term %d", got, lerr, l.ID(), l.Token())
+				}
+			})
+		}
+	}
+}
