@@ -68,7 +68,7 @@ func (c *Client) lockNodes() ([]*node, *quorum) {
 // majority returns how many of the Client's nodes make a majority.
 func (c *Client) majority() int {
 	nodes, _ := c.lockNodes()
-	return len(nodes)/2 + 1
+	return majority(len(nodes))
 }
 
 func (b *leadership) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
@@ -91,10 +91,10 @@ func (b *leadership) acquire(ctx context.Context, r *lockRef) (int64, time.Durat
 		ok, err := b.announce(ctx, n, name, owner, "elected", token, 0, value, since)
 		return reply{ok: ok, err: err}
 	}, nil)
-	switch {
-	case t.yes >= b.q.majority():
+	switch t.decide(len(b.nodes), taking) {
+	case majorityYes:
 		return token, 0, nil
-	case t.no == 0 || len(b.nodes)-len(t.errs) < b.q.majority():
+	case undecided:
 		b.resignAll(ctx, r)
 		return 0, 0, b.q.noQuorum("announced", t)
 	}
@@ -206,10 +206,10 @@ func (b *leadership) each(ctx context.Context, what string, timeout time.Duratio
 		ok, err := f(ctx, i, n)
 		return reply{ok: ok, err: err}
 	}, nil)
-	switch {
-	case t.yes >= b.q.majority():
+	switch t.decide(len(b.nodes), keeping) {
+	case majorityYes:
 		return true, nil
-	case len(b.nodes)-t.no < b.q.majority():
+	case majorityNo:
 		return false, nil
 	}
 	return false, b.q.noQuorum(what, t)

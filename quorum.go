@@ -103,7 +103,10 @@ func (q *quorum) acquired(i int, r *lockRef) <-chan struct{} {
 
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (q *quorum) majority() int { return len(q.nodes)/2 + 1 }
+// majority is how many of n nodes make a majority.
+func majority(n int) int { return n/2 + 1 }
+
+func (q *quorum) majority() int { return majority(len(q.nodes)) }
 
 // reply is one node's answer in a round.
 type reply struct {
@@ -184,6 +187,43 @@ type tally struct {
 	errs    []error
 }
 
+// decision is what a round's tally decides of its majority question.
+type decision int
+
+const (
+	undecided   decision = iota // errors left it open: ErrNoQuorum
+	majorityYes                 // a majority answered ok
+	majorityNo                  // the refusals decide against
+)
+
+// rule says what a refusal means to a round's question.
+type rule int
+
+const (
+	// keeping asks whether something is still ours (renew, release,
+	// proclaim, who holds or leads): no only when so many refused that a
+	// majority cannot say yes, whatever the nodes that failed hold.
+	keeping rule = iota
+	// taking asks whether we could take something (acquire, write-back,
+	// announce): any refusal means contention, worth waiting for, unless
+	// the errors alone left too few nodes for a majority.
+	taking
+)
+
+// decide is the one majority rule: what t decides for n nodes.
+func (t tally) decide(n int, r rule) decision {
+	maj := majority(n)
+	switch {
+	case t.yes >= maj:
+		return majorityYes
+	case r == keeping && n-t.no < maj:
+		return majorityNo
+	case r == taking && t.no > 0 && n-len(t.errs) >= maj:
+		return majorityNo
+	}
+	return undecided
+}
+
 // noQuorum is the error for a round that errors left undecided.
 func (q *quorum) noQuorum(what string, t tally) error {
 	return fmt.Errorf("%w: %s on %d of %d nodes, %d needed: %w",
@@ -248,9 +288,9 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 			held = r.held // wait for the first holder's lock to expire
 		}
 	})
-	if t.yes < q.majority() {
+	if d := t.decide(len(q.nodes), taking); d != majorityYes {
 		q.releaseAll(ctx, r)
-		if t.no == 0 || len(q.nodes)-len(t.errs) < q.majority() {
+		if d == undecided {
 			return 0, 0, q.noQuorum("locked", t)
 		}
 		return 0, held, nil
@@ -282,11 +322,11 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		v, err := writebackRun.run(ctx, n.rdb, q.writebackArgs(r, token))
 		return reply{ok: v == 1, err: err}
 	}, nil)
-	switch {
-	case wb.yes < q.majority() && (wb.no == 0 || len(q.nodes)-len(wb.errs) < q.majority()):
+	switch wb.decide(len(q.nodes), taking) {
+	case undecided:
 		q.releaseAll(ctx, r)
 		return 0, 0, q.noQuorum("token written", wb)
-	case wb.yes < q.majority():
+	case majorityNo:
 		// A concurrent acquisition holds a greater token, or the lock,
 		// on enough nodes.
 		q.releaseAll(ctx, r)
@@ -342,10 +382,10 @@ func (q *quorum) renew(ctx context.Context, r *lockRef) (bool, error) {
 		ok, err := n.renew(ctx, r)
 		return reply{ok: ok, err: err}
 	}, nil)
-	switch {
-	case t.yes >= q.majority():
+	switch t.decide(len(q.nodes), keeping) {
+	case majorityYes:
 		return true, nil
-	case len(q.nodes)-t.no < q.majority():
+	case majorityNo:
 		return false, nil // a majority no longer has our lock
 	}
 	return false, q.noQuorum("renewed", t)
@@ -367,10 +407,10 @@ func (q *quorum) releaseNode(r *lockRef) func(ctx context.Context, i int, n *nod
 
 func (q *quorum) release(ctx context.Context, r *lockRef) (bool, error) {
 	t := q.round(ctx, q.cfg.ttl, q.releaseNode(r), nil)
-	switch {
-	case t.yes >= q.majority():
+	switch t.decide(len(q.nodes), keeping) {
+	case majorityYes:
 		return true, nil
-	case len(q.nodes)-t.no < q.majority():
+	case majorityNo:
 		return false, nil
 	}
 	return false, q.noQuorum("released", t)
