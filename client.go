@@ -16,6 +16,7 @@ import (
 // while nobody waits in Acquire.
 type Client struct {
 	be  backend
+	el  electorate // be, as elections use it (campaign.go)
 	cfg config
 	err error // from New: reported by every call
 
@@ -58,7 +59,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 	c := &Client{cfg: cfg, err: err}
 	c.keep = &keeper{cfg: &c.cfg}
 	n := newNode(rdb, &c.cfg)
-	c.be, c.hub = n, &wakeHub{nodes: []*node{n}}
+	c.be, c.el, c.hub = n, n, &wakeHub{nodes: []*node{n}}
 	return c
 }
 

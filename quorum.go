@@ -70,7 +70,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 		q.nodes = append(q.nodes, newNode(rdb, &c.cfg))
 	}
 	c.err = err
-	c.be = q
+	c.be, c.el = q, q
 	c.hub = &wakeHub{nodes: q.nodes}
 	return c
 }
