@@ -326,3 +326,47 @@ func TestElection_Campaign_lostReplyRetried(t *testing.T) {
 		}
 	}
 }
+
+// On a quorum, an acquisition whose reply is lost on two nodes of three,
+// and whose retry by go-redis is refused there, fails (one node is no
+// majority) and leaves the lock on no node: what the first tries took is
+// released with the attempt's owner value.
+func TestQuorum_lostReplyRetried(t *testing.T) {
+	t.Parallel()
+	var rdbs []redis.UniversalClient
+	var hooks []*retriedLoss
+	var servers []*redistest.Server
+	for i := range 3 {
+		s := redistest.New(t)
+		servers = append(servers, s)
+		h := &retriedLoss{marker: []byte("{q-retried}"), retryAddr: refusedAddr(t), state: lossHealed}
+		if i < 2 {
+			h.state = lossArmed
+			hooks = append(hooks, h)
+		}
+		rdbs = append(rdbs, retryClient(t, s, h))
+	}
+	c := fencelock.NewQuorum(rdbs, &fencelock.Options{TTL: time.Minute})
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "q-retried")
+	for i, h := range hooks {
+		if !h.fired() {
+			t.Fatalf("the fault on node %d did not fire (TryAcquire = %v, %v)", i, l, err)
+		}
+	}
+	if !errors.Is(err, fencelock.ErrNoQuorum) || l != nil {
+		t.Fatalf("TryAcquire = %v, %v; want ErrNoQuorum", l, err)
+	}
+	// The cleanup of the nodes that did not answer may end after the
+	// call: wait for it, bounded.
+	deadline := time.Now().Add(5 * time.Second)
+	for i, s := range servers {
+		admin := s.Client(t)
+		for admin.Exists(ctx, "fencelock:{q-retried}").Val() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: lock left behind by the failed acquisition: PTTL = %v, want none", i, admin.PTTL(ctx, "fencelock:{q-retried}").Val())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
