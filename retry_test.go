@@ -29,8 +29,7 @@ type retriedLoss struct {
 	retryAddr string
 
 	mu      sync.Mutex
-	state   int // lossArmed, lossTripped, lossHealed
-	tripped redis.Cmder
+	state   int      // lossArmed, lossTripped, lossHealed
 	sources []string // sources of the scripts sent by EVAL, for SCRIPT LOAD on a replica
 }
 
