@@ -218,7 +218,7 @@ func TestClient_TryAcquire_lostReplyRetried(t *testing.T) {
 		for _, tc := range retryCases {
 			t.Run(tc.name+map[int]string{0: "", 1: "/MinReplicas"}[minReplicas], func(t *testing.T) {
 				t.Parallel()
-				m := redistest.New(t)
+				m := fastSyncMaster(t)
 				if minReplicas > 0 && tc.name != "READONLY" {
 					redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
 					redistest.WaitReplicasInSync(t, m, 1)
@@ -281,7 +281,7 @@ func TestElection_Campaign_lostReplyRetried(t *testing.T) {
 		for _, tc := range retryCases {
 			t.Run(tc.name+map[int]string{0: "", 1: "/MinReplicas"}[minReplicas], func(t *testing.T) {
 				t.Parallel()
-				m := redistest.New(t)
+				m := fastSyncMaster(t)
 				if minReplicas > 0 && tc.name != "READONLY" {
 					redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
 					redistest.WaitReplicasInSync(t, m, 1)
@@ -368,4 +368,10 @@ func TestQuorum_lostReplyRetried(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// fastSyncMaster starts a server whose replicas sync at once, not after
+// the default 5 s of diskless-sync delay.
+func fastSyncMaster(t *testing.T) *redistest.Server {
+	return redistest.Start(t, &redistest.Options{Config: []string{"repl-diskless-sync-delay 0"}})
 }
