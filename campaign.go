@@ -3,11 +3,7 @@ package fencelock
 import (
 	"context"
 	_ "embed"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -26,10 +22,8 @@ var (
 	campaignLua = "local function acquire(KEYS, ARGV)\n" + acquireLua + "\nend\n" +
 		"local function announce(KEYS, ARGV)\n" + announceLua + "\nend\n" + campaignTail
 
-	campaignScript    = redis.NewScript(campaignLua)
-	announceScript    = redis.NewScript(announceLua)
-	resignScript      = redis.NewScript(resignLua)
-	renewLeaderScript = redis.NewScript(renewLeaderLua)
+	campaignRun, announceRun  = newRunner(campaignLua), newRunner(announceLua)
+	resignRun, renewLeaderRun = newRunner(resignLua), newRunner(renewLeaderLua)
 )
 
 // historyLen is how many changes an election's history keeps: an
@@ -49,60 +43,82 @@ func (c *config) changedChannel(name string) string { return c.lockKey(name) + "
 // renew and release through it, so that the record follows the lock.
 type leadership struct {
 	cfg   *config
-	nodes []*node
-	q     *quorum   // nil unless the Client is a quorum
+	el    electorate
 	value string    // announced at the election
 	since time.Time // when the last acquisition attempt began
 }
 
+// An electorate is what a campaign needs of the Client's backend, a node
+// or a quorum: the election's protocol differs only in how the leader is
+// elected, and it sends everything else to each member as locks do.
+type electorate interface {
+	// members returns the nodes that keep the locks.
+	members() []*node
+	// elect takes the election's lock for r's owner and writes b's
+	// leader record, as acquire does for a lock.
+	elect(ctx context.Context, b *leadership, r *lockRef) (int64, time.Duration, error)
+	// each sends f to every member and decides as renew and release do:
+	// true when a majority answered true, false when a majority cannot,
+	// else ErrNoQuorum.
+	each(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context, i int, n *node) (bool, error)) (bool, error)
+	// acquired returns a channel closed once r's acquire request to
+	// member i has ended.
+	acquired(i int, r *lockRef) <-chan struct{}
+}
+
 func newLeadership(c *Client, value string) *leadership {
-	b := &leadership{cfg: &c.cfg, value: value}
-	b.nodes, b.q = c.lockNodes()
-	return b
+	return &leadership{cfg: &c.cfg, el: c.el, value: value}
 }
 
 // lockNodes returns the nodes that keep the Client's locks, and the
 // quorum over them if there is one.
 func (c *Client) lockNodes() ([]*node, *quorum) {
-	switch be := c.be.(type) {
-	case *quorum:
-		return be.nodes, be
-	}
-	return []*node{c.be.(*node)}, nil
+	q, _ := c.be.(*quorum)
+	return c.el.members(), q
 }
 
 // majority returns how many of the Client's nodes make a majority.
 func (c *Client) majority() int {
-	nodes, _ := c.lockNodes()
-	return majority(len(nodes))
+	return majority(len(c.el.members()))
 }
 
 func (b *leadership) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
-	name, owner := r.name, r.owner
 	// Attempts are made one after the other by Acquire; the last one's
 	// start is the leadership's.
 	b.since = time.Now()
-	if b.q == nil {
-		return b.campaign(ctx, b.nodes[0], name, owner)
-	}
-	// A quorum's term is chosen after its first round: the record can only
-	// follow, in a round of its own, within the validity.
-	token, held, err := b.q.acquire(ctx, r)
+	return b.el.elect(ctx, b, r)
+}
+
+func (n *node) members() []*node { return []*node{n} }
+
+func (q *quorum) members() []*node { return q.nodes }
+
+// elect, on one node, is one script (campaign).
+func (n *node) elect(ctx context.Context, b *leadership, r *lockRef) (int64, time.Duration, error) {
+	return b.campaign(ctx, n, r.name, r.owner)
+}
+
+// elect, on a quorum, takes the lock as for any lock, then writes the
+// record in a round of its own: a quorum's term is chosen after its first
+// round, and the record can only follow, within the validity.
+func (q *quorum) elect(ctx context.Context, b *leadership, r *lockRef) (int64, time.Duration, error) {
+	name, owner := r.name, r.owner
+	token, held, err := q.acquire(ctx, r)
 	if token == 0 || err != nil {
 		return token, held, err
 	}
 	// The round's requests may outlive this call: they get copies.
 	value, since := b.value, b.since
-	t := b.q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) reply {
+	t := q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) reply {
 		ok, err := b.announce(ctx, n, name, owner, "elected", token, 0, value, since)
 		return reply{ok: ok, err: err}
 	}, nil)
-	switch t.decide(len(b.nodes), taking) {
+	switch t.decide(len(q.nodes), taking) {
 	case majorityYes:
 		return token, 0, nil
 	case undecided:
 		b.resignAll(ctx, r)
-		return 0, 0, b.q.noQuorum("announced", t)
+		return 0, 0, q.noQuorum("announced", t)
 	}
 	b.resignAll(ctx, r) // lost to another campaign meanwhile
 	return 0, b.cfg.retry, nil
@@ -110,86 +126,14 @@ func (b *leadership) acquire(ctx context.Context, r *lockRef) (int64, time.Durat
 
 // campaign takes the lock on one node and announces the leader, in one
 // script: the lock, the term and the record are written together or not
-// at all. With MinReplicas it waits for replicas as node.acquire does.
+// at all. It is the lock's acquisition (node.take) with the campaign
+// script, and resigning as its cleanup.
 func (b *leadership) campaign(ctx context.Context, n *node, name, owner string) (int64, time.Duration, error) {
 	cfg := b.cfg
-	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
-	args := []any{owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
-		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen}
-	reply, acks, err, waitErr := b.eval(ctx, n, keys, args)
-	if err != nil {
-		b.abandon(ctx, n, name, owner, err)
-		return 0, 0, n.follow(ctx, err)
-	}
-	v, ok := reply.(int64)
-	if !ok {
-		err := fmt.Errorf("fencelock: malformed campaign reply %v", reply)
-		b.abandon(ctx, n, name, owner, err)
-		return 0, 0, err
-	}
-	token, held := parseAcquire(v)
-	switch {
-	case token == 0:
-		return 0, held, nil
-	case cfg.minReplicas == 0:
-		return token, 0, nil
-	case waitErr != nil:
-		// Taken, but whether it replicated is unknown: the term must not
-		// be used.
-		b.abandon(ctx, n, name, owner, nil)
-		return 0, 0, n.follow(ctx, fmt.Errorf("WAIT after campaigning: %w", waitErr))
-	case acks < int64(cfg.minReplicas):
-		b.abandon(ctx, n, name, owner, nil)
-		return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
-			ErrNotAcquired, ErrNotReplicated, acks, cfg.minReplicas, cfg.replicaTimeout)
-	}
-	return token, 0, nil
-}
-
-// eval runs the campaign script, and with MinReplicas WAIT after it in
-// one pipeline on the connection to the lock's master (see
-// node.acquireWait).
-func (b *leadership) eval(ctx context.Context, n *node, keys []string, args []any) (reply any, acks int64, err, waitErr error) {
-	if b.cfg.minReplicas == 0 {
-		reply, err = campaignScript.Run(ctx, n.rdb, keys, args...).Result()
-		return reply, 0, err, nil
-	}
-	pipelined := n.rdb.Pipelined
-	if n.cluster != nil {
-		m, err := n.cluster.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, 0, err, nil
-		}
-		pipelined = m.Pipelined
-	}
-	run := func(eval func(p redis.Pipeliner) *redis.Cmd) {
-		var script *redis.Cmd
-		wait := redis.NewIntCmd(ctx, "WAIT", b.cfg.minReplicas, b.cfg.replicaTimeout.Milliseconds())
-		pipelined(ctx, func(p redis.Pipeliner) error {
-			script = eval(p)
-			p.Process(ctx, wait)
-			return nil
-		})
-		reply, err = script.Result()
-		acks, waitErr = wait.Result()
-	}
-	run(func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, campaignScript.Hash(), keys, args...) })
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		run(func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, campaignLua, keys, args...) })
-	}
-	return reply, acks, err, waitErr
-}
-
-// abandon resigns, best effort, what a campaign attempt may have taken
-// when its reply was lost or is not to be trusted (see node.abandon).
-func (b *leadership) abandon(ctx context.Context, n *node, name, owner string, err error) {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return // the script writes only after every check that can fail
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(b.cfg.ttl, abandonTimeout))
-	defer cancel()
-	b.resign(rctx, n, name, owner)
+	args := append(campaignRun.args("4", 13), cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
+		owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
+		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen)
+	return n.take(ctx, cfg.lockKey(name), campaignRun, args, func(ctx context.Context) { b.resign(ctx, n, name, owner) })
 }
 
 // publish returns the command that wakes the election's observers and
@@ -205,17 +149,17 @@ func (b *leadership) publish(ctx context.Context, n *node, name string) string {
 // announce writes the leader's record on n, if owner holds the lock there.
 func (b *leadership) announce(ctx context.Context, n *node, name, owner, kind string, term, seq int64, value string, since time.Time) (bool, error) {
 	cfg := b.cfg
-	v, err := announceScript.Run(ctx, n.rdb,
-		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
+	v, err := announceRun.run(ctx, n.rdb, append(announceRun.args("3", 14),
+		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name),
 		owner, kind, term, leaseID(owner), value, seq, since.UnixMicro(),
-		cfg.changedChannel(name), b.publish(ctx, n, name), cfg.retentionArg, historyLen).Int64()
+		cfg.changedChannel(name), b.publish(ctx, n, name), cfg.retentionArg, historyLen))
 	return v == 1, n.follow(ctx, err)
 }
 
 // proclaim announces a new value of the leadership owner holds with term.
 func (b *leadership) proclaim(ctx context.Context, name, owner string, term, seq int64, value string) (bool, error) {
 	since := b.since
-	return b.each(ctx, "proclaimed", b.cfg.ttl, func(ctx context.Context, _ int, n *node) (bool, error) {
+	return b.el.each(ctx, "proclaimed", b.cfg.ttl, func(ctx context.Context, _ int, n *node) (bool, error) {
 		return b.announce(ctx, n, name, owner, "proclaimed", term, seq, value, since)
 	})
 }
@@ -223,25 +167,22 @@ func (b *leadership) proclaim(ctx context.Context, name, owner string, term, seq
 func (b *leadership) renew(ctx context.Context, r *lockRef) (bool, error) {
 	owner, cfg := r.owner, b.cfg
 	name := r.name
-	keys := []string{cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name)}
-	return b.each(ctx, "renewed", cfg.ttl-cfg.drift, func(ctx context.Context, _ int, n *node) (bool, error) {
-		v, err := renewLeaderScript.Run(ctx, n.rdb, keys, owner, cfg.ttl.Milliseconds(), cfg.retentionArg).Int64()
+	return b.el.each(ctx, "renewed", cfg.ttl-cfg.drift, func(ctx context.Context, _ int, n *node) (bool, error) {
+		v, err := renewLeaderRun.run(ctx, n.rdb, append(renewLeaderRun.args("4", 7),
+			cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
+			owner, cfg.ttl.Milliseconds(), cfg.retentionArg))
 		return v == 1, n.follow(ctx, err)
 	})
 }
 
 func (b *leadership) release(ctx context.Context, r *lockRef) (bool, error) {
-	return b.each(ctx, "released", b.cfg.ttl, b.resignNode(r))
+	return b.el.each(ctx, "released", b.cfg.ttl, b.resignNode(r))
 }
 
 // resignAll resigns on every node, best effort, after a failed quorum
 // campaign; nodes that hang finish in the background.
 func (b *leadership) resignAll(ctx context.Context, r *lockRef) {
-	f := b.resignNode(r)
-	b.q.round(context.WithoutCancel(ctx), b.cfg.ttl, func(ctx context.Context, i int, n *node) reply {
-		ok, err := f(ctx, i, n)
-		return reply{ok: ok, err: err}
-	}, nil)
+	b.el.each(context.WithoutCancel(ctx), "resigned", b.cfg.ttl, b.resignNode(r))
 }
 
 // resignNode returns the request that resigns on node i, after the
@@ -250,12 +191,10 @@ func (b *leadership) resignAll(ctx context.Context, r *lockRef) {
 func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *node) (bool, error) {
 	name, owner := r.name, r.owner
 	return func(ctx context.Context, i int, n *node) (bool, error) {
-		if b.q != nil {
-			select {
-			case <-b.q.acquired(i, r):
-			case <-ctx.Done():
-				return false, context.Cause(ctx)
-			}
+		select {
+		case <-b.el.acquired(i, r):
+		case <-ctx.Done():
+			return false, context.Cause(ctx)
 		}
 		return b.resign(ctx, n, name, owner)
 	}
@@ -265,29 +204,32 @@ func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *
 // and wakes the candidates and the observers.
 func (b *leadership) resign(ctx context.Context, n *node, name, owner string) (bool, error) {
 	cfg := b.cfg
-	v, err := resignScript.Run(ctx, n.rdb,
-		[]string{cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name)},
+	v, err := resignRun.run(ctx, n.rdb, append(resignRun.args("3", 9),
+		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name),
 		owner, cfg.channel(name), cfg.changedChannel(name), b.publish(ctx, n, name),
-		cfg.retentionArg, historyLen).Int64()
+		cfg.retentionArg, historyLen))
 	return v == 1, n.follow(ctx, err)
 }
 
-// each sends f to the node, or to every node of the quorum, and decides
-// as the quorum's renew and release do: true when a majority answered
-// true, false when a majority cannot, else ErrNoQuorum.
-func (b *leadership) each(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context, i int, n *node) (bool, error)) (bool, error) {
-	if b.q == nil {
-		return f(ctx, 0, b.nodes[0])
-	}
-	t := b.q.round(ctx, timeout, func(ctx context.Context, i int, n *node) reply {
+// each, on one node, is f.
+func (n *node) each(ctx context.Context, _ string, _ time.Duration, f func(ctx context.Context, i int, n *node) (bool, error)) (bool, error) {
+	return f(ctx, 0, n)
+}
+
+// acquired: a node's acquire request has ended when its call returned.
+func (n *node) acquired(int, *lockRef) <-chan struct{} { return closed }
+
+// each, on a quorum, is a round decided as its renew and release are.
+func (q *quorum) each(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context, i int, n *node) (bool, error)) (bool, error) {
+	t := q.round(ctx, timeout, func(ctx context.Context, i int, n *node) reply {
 		ok, err := f(ctx, i, n)
 		return reply{ok: ok, err: err}
 	}, nil)
-	switch t.decide(len(b.nodes), keeping) {
+	switch t.decide(len(q.nodes), keeping) {
 	case majorityYes:
 		return true, nil
 	case majorityNo:
 		return false, nil
 	}
-	return false, b.q.noQuorum(what, t)
+	return false, q.noQuorum(what, t)
 }

@@ -16,6 +16,7 @@ import (
 // while nobody waits in Acquire.
 type Client struct {
 	be  backend
+	el  electorate // be, as elections use it (campaign.go)
 	cfg config
 	err error // from New: reported by every call
 
@@ -58,7 +59,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Client {
 	c := &Client{cfg: cfg, err: err}
 	c.keep = &keeper{}
 	n := newNode(rdb, &c.cfg)
-	c.be, c.hub = n, &wakeHub{nodes: []*node{n}}
+	c.be, c.el, c.hub = n, n, &wakeHub{nodes: []*node{n}}
 	return c
 }
 
@@ -226,12 +227,8 @@ func retryable(ctx context.Context, err error) bool {
 	if errors.As(err, &rerr) {
 		// Server replies that a failover or restart cures; others (wrong
 		// type, script errors) would only repeat.
-		for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK"} {
-			if redis.HasErrorPrefix(err, p) {
-				return true
-			}
-		}
-		return false
+		c, _ := classOf(err)
+		return c == errCured
 	}
 	return true // transport errors: the connection may come back
 }

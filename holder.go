@@ -8,14 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed holder.lua
-	holderLua    string
-	holderScript = redis.NewScript(holderLua)
+	holderLua string
+	holderRun = newRunner(holderLua)
 )
 
 // Holder describes the lease that holds a lock, as Client.Holder reads it.
@@ -118,7 +116,7 @@ func (c *Client) readHolder(ctx context.Context, nodes []*node, name string) []h
 
 // readHolderNode runs holder.lua on n.
 func (c *Client) readHolderNode(ctx context.Context, n *node, name string) holderView {
-	reply, err := holderScript.Run(ctx, n.rdb, []string{c.cfg.lockKey(name), c.cfg.tokenKey(name)}).Result()
+	reply, err := holderRun.eval(ctx, n.rdb, append(holderRun.args("2", 2), c.cfg.lockKey(name), c.cfg.tokenKey(name)))
 	if err != nil {
 		return holderView{err: n.follow(ctx, err)}
 	}

@@ -1,6 +1,7 @@
 package fencelock_test
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,5 +234,28 @@ func TestCluster_mixedNatives(t *testing.T) {
 				t.Errorf("round %d: Release(%q) error = %v, want nil (refusing master: %q)", round, name, err, refusing)
 			}
 		}
+	}
+}
+
+// A lease whose lock key was replaced by a value of another type (a hash)
+// is lost, not an error, on every server: Redis 8's DELEX IFEQ refuses a
+// key that is not a string with an ERR reply, Valkey's DELIFEQ with
+// WRONGTYPE, the Lua script finds no owner. The hash is left alone.
+func TestLease_Release_lockReplaced(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, nil)
+	l, err := c.TryAcquire(ctx, "replaced")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	rdb.Del(ctx, "fencelock:{replaced}")
+	rdb.HSet(ctx, "fencelock:{replaced}", "f", "v")
+	if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Errorf("Release of a lock replaced by a hash (%v) error = %v, want ErrLeaseLost", serverOf(t, rdb), err)
+	}
+	if got := rdb.HGet(ctx, "fencelock:{replaced}", "f").Val(); got != "v" {
+		t.Errorf("hash field after Release = %q, want %q", got, "v")
 	}
 }

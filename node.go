@@ -2,12 +2,9 @@ package fencelock
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,30 +62,60 @@ func (n *node) natives(ctx context.Context, key string) natives {
 
 func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
 	args := append(acquireRun.args("2", 6), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, &r.proposal)
-	if n.cfg.minReplicas > 0 {
-		return n.acquireWait(ctx, r, args)
+	return n.take(ctx, r.lock, acquireRun, args, func(ctx context.Context) { n.release(ctx, r) })
+}
+
+// take runs an acquisition script on the master that serves key: acquire
+// for a lock, campaign for an election. args come from s.args; the
+// script's reply is acquire.lua's (a token, or minus the holder's TTL).
+// undo is the owner-checked cleanup of what the attempt may have taken:
+// it can only delete what carries the attempt's own owner value.
+//
+// With MinReplicas, WAIT follows the script in one pipeline: it must
+// follow the write on the same connection to count its replication. An
+// acquisition too few replicas acknowledged is undone: its token could be
+// issued anew after a failover.
+func (n *node) take(ctx context.Context, key string, s runner, args []any, undo func(ctx context.Context)) (int64, time.Duration, error) {
+	var reply, acks int64
+	var err, waitErr error
+	if n.cfg.minReplicas == 0 {
+		reply, err = s.run(ctx, n.rdb, args)
+	} else {
+		reply, acks, err, waitErr = n.runWait(ctx, key, s, args)
 	}
-	reply, err := acquireRun.run(ctx, n.rdb, args)
 	if err != nil {
-		n.abandon(ctx, r, err)
+		n.abandon(ctx, undo)
 		return 0, 0, n.follow(ctx, err)
 	}
 	token, held := parseAcquire(reply)
-	return token, held, nil
+	switch {
+	case token == 0:
+		return 0, held, nil
+	case n.cfg.minReplicas == 0:
+		return token, 0, nil
+	case waitErr != nil:
+		// Taken, but whether it replicated is unknown: the token must not
+		// be used.
+		n.abandon(ctx, undo)
+		return 0, 0, n.follow(ctx, fmt.Errorf("WAIT after acquiring: %w", waitErr))
+	case acks < int64(n.cfg.minReplicas):
+		n.abandon(ctx, undo)
+		return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
+			ErrNotAcquired, ErrNotReplicated, acks, n.cfg.minReplicas, n.cfg.replicaTimeout)
+	}
+	return token, 0, nil
 }
 
-// acquireWait runs the acquire script and WAIT in one pipeline: WAIT must
-// follow the write on the same connection to count its replication. An
-// acquisition too few replicas acknowledged is released again: its token
-// could be issued anew after a failover.
-func (n *node) acquireWait(ctx context.Context, r *lockRef, args []any) (int64, time.Duration, error) {
+// runWait runs s and WAIT in one pipeline on the connection to the master
+// that serves key, and falls back to EVAL on NOSCRIPT as s.run does.
+func (n *node) runWait(ctx context.Context, key string, s runner, args []any) (reply, acks int64, err, waitErr error) {
 	pipelined := n.rdb.Pipelined
 	if n.cluster != nil {
 		// WAIT names no key: a cluster pipeline would send it to any
-		// master. Pipeline on the connection to the lock's master instead.
-		m, err := n.cluster.MasterForKey(ctx, r.lock)
+		// master. Pipeline on the connection to the key's master instead.
+		m, err := n.cluster.MasterForKey(ctx, key)
 		if err != nil {
-			return 0, 0, n.follow(ctx, err)
+			return 0, 0, err, nil
 		}
 		pipelined = m.Pipelined
 	}
@@ -104,69 +131,27 @@ func (n *node) acquireWait(ctx context.Context, r *lockRef, args []any) (int64, 
 		acks, waitErr = wait.Result()
 		return reply, acks, scriptErr, waitErr
 	}
-	reply, acks, err, waitErr := run()
+	reply, acks, err, waitErr = run()
 	if noScript(err) {
-		args[0], args[1] = "eval", acquireRun.src
+		args[0], args[1] = "eval", s.src
 		reply, acks, err, waitErr = run()
 	}
-	if err != nil {
-		n.abandon(ctx, r, err)
-		return 0, 0, n.follow(ctx, err)
-	}
-	token, held := parseAcquire(reply)
-	switch {
-	case token == 0:
-		return 0, held, nil
-	case waitErr != nil:
-		// Taken, but whether it replicated is unknown: the token must not
-		// be used.
-		n.abandon(ctx, r, nil)
-		return 0, 0, n.follow(ctx, fmt.Errorf("WAIT after acquiring: %w", waitErr))
-	case acks < int64(n.cfg.minReplicas):
-		n.abandon(ctx, r, nil)
-		return 0, 0, fmt.Errorf("%w: %w: %d of %d replicas acknowledged within %v",
-			ErrNotAcquired, ErrNotReplicated, acks, n.cfg.minReplicas, n.cfg.replicaTimeout)
-	}
-	return token, 0, nil
+	return reply, acks, err, waitErr
 }
 
-// abandon releases, best effort, what an acquisition attempt may have
-// taken when the client cannot use it: its reply was lost (a timeout, a
-// reset connection, a context that ended mid-request), is an error, or is
-// not to be trusted. The release is owner-checked with the attempt's own
-// owner value, which nobody else has, so it can only delete this
-// attempt's lock; the lock's TTL bounds what a release that fails leaves
-// behind. Only the replies that say the script never ran need nothing:
-// any other error may come from the middle of the script, which never
-// rolls back.
-func (n *node) abandon(ctx context.Context, r *lockRef, err error) {
-	if notRun(err) || neverSent(err) {
-		return
-	}
+// abandon runs undo, best effort, when the client cannot use what an
+// acquisition attempt may have taken: the attempt failed, or its reply is
+// not to be trusted. It does so after any error, whatever it says: a
+// reply that the script did not run (READONLY, LOADING, a refused dial)
+// speaks for the last try only, and go-redis retries a request whose
+// reply was lost (a timeout, a reset connection) on its own, so an earlier
+// try may have taken the lock. undo is owner-checked with a value that is
+// the attempt's alone, so it is harmless where nothing was taken; the
+// lock's TTL bounds what an undo that fails leaves behind.
+func (n *node) abandon(ctx context.Context, undo func(ctx context.Context)) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(n.cfg.ttl, abandonTimeout))
 	defer cancel()
-	n.release(rctx, r)
-}
-
-// notRun reports whether err is a server reply that says the command was
-// not run at all: it went to a replica or a node that does not serve the
-// key, or the server was not ready.
-func notRun(err error) bool {
-	for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "NOSCRIPT", "BUSY"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// neverSent reports whether err says the request never left the client:
-// it could not connect, or the server's certificate did not verify.
-func neverSent(err error) bool {
-	var op *net.OpError
-	var cert *tls.CertificateVerificationError
-	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &cert) ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+	undo(rctx)
 }
 
 // abandonTimeout bounds the release of an abandoned acquisition, which
@@ -193,10 +178,10 @@ func parseAcquire(reply int64) (token int64, held time.Duration) {
 func (n *node) renew(ctx context.Context, r *lockRef) (bool, error) {
 	if n.natives(ctx, r.lock).setIFEQ() {
 		held, err := n.renewNative(ctx, r)
-		if !unsupported(err) {
+		if !nativeRefused(err) {
 			return held, n.follow(ctx, err)
 		}
-		n.unsupported(ctx, r.lock)
+		n.refuseNatives(ctx, r.lock)
 	}
 	args := append(renewRun.args("2", 5), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg)
 	v, err := renewRun.run(ctx, n.rdb, args)
@@ -234,7 +219,7 @@ func (n *node) renewMany(ctx context.Context, refs []*lockRef) ([]bool, []error)
 		c := cmds[i]
 		switch {
 		case c.script != nil && noScript(c.script.Err()),
-			c.set != nil && unsupported(c.set.Err()):
+			c.set != nil && nativeRefused(c.set.Err()):
 			held[i], errs[i] = n.renew(ctx, r)
 		case c.script != nil:
 			v, err := c.script.(*redis.IntCmd).Result()
@@ -288,7 +273,7 @@ func (n *node) renewNative(ctx context.Context, r *lockRef) (bool, error) {
 func (n *node) follow(ctx context.Context, err error) error {
 	if n.cluster != nil && err != nil && ctx.Err() == nil {
 		var rerr redis.Error
-		if !errors.As(err, &rerr) || redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "MOVED") {
+		if _, reload := classOf(err); reload || !errors.As(err, &rerr) {
 			n.cluster.ReloadState(ctx)
 		}
 	}
@@ -309,10 +294,16 @@ func (n *node) release(ctx context.Context, r *lockRef) (bool, error) {
 	nat := n.natives(ctx, r.lock)
 	if nat.delex || nat.delifeq {
 		deleted, err := n.releaseNative(ctx, r, nat)
-		if !unsupported(err) {
+		switch {
+		case nativeRefused(err):
+			n.refuseNatives(ctx, r.lock)
+		case !unexplained(err):
 			return deleted, n.follow(ctx, err)
 		}
-		n.unsupported(ctx, r.lock)
+		// An error reply no class explains (Redis 8's DELEX IFEQ on a key
+		// that holds no string answers an ERR whose text no test should
+		// depend on): the Lua release decides, as it does everywhere,
+		// with commands every user of the library may run.
 	}
 	publish := publishArg
 	if n.cluster != nil && nat.spublish {
@@ -344,30 +335,25 @@ func (n *node) releaseNative(ctx context.Context, r *lockRef, nat natives) (bool
 		return nil
 	})
 	v, err := del.Int64()
-	if err != nil && (redis.HasErrorPrefix(err, "WRONGTYPE") || strings.Contains(err.Error(), "should be of string type")) {
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
 		return false, nil // not our lock: someone replaced it
 	}
 	return v == 1, err
 }
 
-// unsupported marks the master that serves key as lacking the native
-// commands, after one of them failed as unsupported: the Lua scripts
-// serve it until the next detection.
-func (n *node) unsupported(ctx context.Context, key string) {
+// unexplained reports whether err is an error reply of class errOther:
+// not a nil reply, not WRONGTYPE.
+func unexplained(err error) bool {
+	var rerr redis.Error
+	c, _ := classOf(err)
+	return errors.As(err, &rerr) && !errors.Is(err, redis.Nil) && c == errOther && !redis.HasErrorPrefix(err, "WRONGTYPE")
+}
+
+// refuseNatives marks the master that serves key as lacking the native
+// commands, after one of them was refused (nativeRefused): the Lua
+// scripts serve it until the next detection.
+func (n *node) refuseNatives(ctx context.Context, key string) {
 	if addr, _, err := n.master(ctx, key); err == nil {
 		n.caps.refused(addr)
 	}
-}
-
-// unsupported reports whether err says that a native command cannot run
-// for this client: the server lacks it (an older server, a node of a
-// Cluster mid rolling upgrade, a command renamed away) or the ACL user may
-// not run it. Nothing was written then, and the Lua scripts do the same.
-func unsupported(err error) bool {
-	for _, p := range []string{"NOPERM", "unknown command", "syntax error"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -36,13 +36,22 @@ func FuzzParseAcquire(f *testing.F) {
 	})
 }
 
-// The errors that make a native command fall back to Lua are those a
-// server really sends: unknown command, syntax error and NOPERM; Redis
-// errors of other kinds, and transport errors, are not.
-func TestClient_nativeFallbackErrors(t *testing.T) {
+// replyError is an error reply, as go-redis makes one, for replies that
+// only a Cluster sends.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// The error classes (errclass.go) hold for the replies servers really
+// send: a replica's READONLY is cured by a failover (Acquire retries), a
+// refused native command (unknown command, syntax error, NOPERM) falls
+// back to Lua, and other Redis errors and transport errors are neither.
+func TestClassOf(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	rdb := s.Client(t)
+	replica := redistest.Start(t, &redistest.Options{ReplicaOf: s.Addr()}).Client(t)
 	ctx := t.Context()
 	if err := rdb.Do(ctx, "ACL", "SETUSER", "noget", "on", ">pw", "~*", "+@all", "-get").Err(); err != nil {
 		t.Fatal(err)
@@ -53,21 +62,32 @@ func TestClient_nativeFallbackErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		err  error
-		want bool
+		want errClass
 	}{
-		{"unknown command", rdb.Do(ctx, "DELEXX", "k").Err(), true},
-		{"syntax error", rdb.Do(ctx, "SET", "k", "v", "PX", 10, "EX", 10).Err(), true},
-		{"NOPERM", noget.Get(ctx, "k").Err(), true},
-		{"WRONGTYPE", rdb.Get(ctx, "list").Err(), false},
-		{"nil", rdb.Get(ctx, "absent").Err(), false},
-		{"canceled", context.Canceled, false},
-		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
+		{"READONLY", replica.Set(ctx, "k", "v", 0).Err(), errCured},
+		{"unknown command", rdb.Do(ctx, "DELEXX", "k").Err(), errNativeRefused},
+		{"syntax error", rdb.Do(ctx, "SET", "k", "v", "PX", 10, "EX", 10).Err(), errNativeRefused},
+		{"NOPERM", noget.Get(ctx, "k").Err(), errNativeRefused},
+		{"WRONGTYPE", rdb.Get(ctx, "list").Err(), errOther},
+		{"NOSCRIPT", rdb.EvalSha(ctx, "0000000000000000000000000000000000000000", nil).Err(), errOther},
+		{"nil", rdb.Get(ctx, "absent").Err(), errOther},
+		{"canceled", context.Canceled, errOther},
+		{"timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, errOther},
+		{"refused dial", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrNotExist}, errOther},
 	} {
 		if tc.err == nil {
 			t.Fatalf("%s: the server returned no error", tc.name)
 		}
-		if got := unsupported(tc.err); got != tc.want {
-			t.Errorf("unsupported(%v) = %v, want %v", tc.err, got, tc.want)
+		if got, _ := classOf(tc.err); got != tc.want {
+			t.Errorf("classOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+		if got, want := nativeRefused(tc.err), tc.want == errNativeRefused; got != want {
+			t.Errorf("nativeRefused(%v) = %v, want %v", tc.err, got, want)
+		}
+	}
+	for _, p := range []string{"CLUSTERDOWN The cluster is down", "MOVED 3999 127.0.0.1:6381"} {
+		if c, reload := classOf(replyError(p)); c != errCured || !reload {
+			t.Errorf("classOf(%q) = %v, %v; want errCured and a slot map reload", p, c, reload)
 		}
 	}
 }

@@ -11,14 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed leader.lua
-	leaderLua    string
-	leaderScript = redis.NewScript(leaderLua)
+	leaderLua string
+	leaderRun = newRunner(leaderLua)
 )
 
 // Observe returns a channel of the election's leadership changes, which
@@ -321,9 +319,8 @@ func (e *Election) read(ctx context.Context, after []string, all bool) []nodeVie
 // readNode runs leader.lua on n.
 func (e *Election) readNode(ctx context.Context, n *node, after string) nodeView {
 	cfg := &e.c.cfg
-	reply, err := leaderScript.Run(ctx, n.rdb,
-		[]string{cfg.lockKey(e.name), cfg.leaderKey(e.name), cfg.historyKey(e.name)},
-		after, historyBatch).Result()
+	reply, err := leaderRun.eval(ctx, n.rdb, append(leaderRun.args("3", 5),
+		cfg.lockKey(e.name), cfg.leaderKey(e.name), cfg.historyKey(e.name), after, historyBatch))
 	if err != nil {
 		return nodeView{err: n.follow(ctx, err)}
 	}

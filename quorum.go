@@ -15,9 +15,8 @@ import (
 
 var (
 	//go:embed quorum_writeback.lua
-	writebackLua    string
-	writebackScript = redis.NewScript(writebackLua)
-	writebackRun    = newRunner(writebackScript, writebackLua)
+	writebackLua string
+	writebackRun = newRunner(writebackLua)
 )
 
 // NewQuorum returns a Client that keeps each lock on a majority of nodes,
@@ -71,7 +70,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 		q.nodes = append(q.nodes, newNode(rdb, &c.cfg))
 	}
 	c.err = err
-	c.be = q
+	c.be, c.el = q, q
 	c.hub = &wakeHub{nodes: q.nodes}
 	return c
 }

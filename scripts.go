@@ -12,30 +12,26 @@ import (
 // contract, and returns an integer.
 var (
 	//go:embed acquire.lua
-	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
-
+	acquireLua string
 	//go:embed renew.lua
-	renewLua    string
-	renewScript = redis.NewScript(renewLua)
-
+	renewLua string
 	//go:embed release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	releaseLua string
 
-	acquireRun, renewRun, releaseRun = newRunner(acquireScript, acquireLua), newRunner(renewScript, renewLua), newRunner(releaseScript, releaseLua)
+	acquireRun, renewRun, releaseRun = newRunner(acquireLua), newRunner(renewLua), newRunner(releaseLua)
 )
 
-// A runner runs one script. It sends EVALSHA and falls back to EVAL on
-// NOSCRIPT, which recovers from SCRIPT FLUSH, restarts and failovers, as
-// redis.Script.Run does; unlike it, it reads the integer reply without
+// A runner runs one script; every script of the library runs through
+// one. It sends EVALSHA and falls back to EVAL on NOSCRIPT, which
+// recovers from SCRIPT FLUSH, restarts and failovers, as
+// redis.Script.Run does; unlike it, it reads an integer reply without
 // boxing it, and takes arguments the caller prepared (see lockRef), so a
 // command costs go-redis's own allocations and little more.
 type runner struct {
 	sha, src any // boxed once
 }
 
-func newRunner(s *redis.Script, src string) runner { return runner{sha: s.Hash(), src: src} }
+func newRunner(src string) runner { return runner{sha: redis.NewScript(src).Hash(), src: src} }
 
 // args returns the start of a command's arguments, for numKeys keys (a
 // decimal string: a Cluster client reads it as one), with room for n
@@ -51,6 +47,19 @@ func (s runner) run(ctx context.Context, c processor, args []any) (int64, error)
 	if noScript(err) {
 		args[0], args[1] = "eval", s.src
 		cmd = redis.NewIntCmd(ctx, args...)
+		err = c.Process(ctx, cmd)
+	}
+	return cmd.Val(), err
+}
+
+// eval runs the script with args from s.args, as run does, for a reply
+// that is not an integer.
+func (s runner) eval(ctx context.Context, c processor, args []any) (any, error) {
+	cmd := redis.NewCmd(ctx, args...)
+	err := c.Process(ctx, cmd)
+	if noScript(err) {
+		args[0], args[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, args...)
 		err = c.Process(ctx, cmd)
 	}
 	return cmd.Val(), err

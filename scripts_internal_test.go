@@ -14,20 +14,28 @@ import (
 func TestScripts_load(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.New(t).Client(t)
-	for name, s := range map[string]*redis.Script{
-		"acquire.lua":          acquireScript,
-		"renew.lua":            renewScript,
-		"release.lua":          releaseScript,
-		"quorum_writeback.lua": writebackScript,
+	for name, s := range map[string]runner{
+		"acquire.lua":          acquireRun,
+		"renew.lua":            renewRun,
+		"release.lua":          releaseRun,
+		"quorum_writeback.lua": writebackRun,
+		"holder.lua":           holderRun,
 	} {
-		sha, err := s.Load(t.Context(), rdb).Result()
-		if err != nil {
-			t.Errorf("SCRIPT LOAD %s error = %v", name, err)
-			continue
-		}
-		if sha != s.Hash() {
-			t.Errorf("SCRIPT LOAD %s = %s, want %s", name, sha, s.Hash())
-		}
+		loadRunner(t, rdb, name, s)
+	}
+}
+
+// loadRunner loads s's script on rdb and checks that the server computes
+// the hash s sends with EVALSHA.
+func loadRunner(t *testing.T, rdb *redis.Client, name string, s runner) {
+	t.Helper()
+	sha, err := rdb.ScriptLoad(t.Context(), s.src.(string)).Result()
+	if err != nil {
+		t.Errorf("SCRIPT LOAD %s error = %v", name, err)
+		return
+	}
+	if sha != s.sha {
+		t.Errorf("SCRIPT LOAD %s = %s, want %s", name, sha, s.sha)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,10 +32,43 @@ import (
 // be followed by a release with its owner value that ran, and the key must
 // not hold that owner once the release ran.
 func TestLostReply(t *testing.T) {
-	runScenario(t, scenario{name: "lost-reply", adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
+	runScenario(t, lostReplyScenario("lost-reply", nil))
+}
+
+// TestLostReplyRetried is TestLostReply where each dropped reply is
+// followed by go-redis's retry of the request, and the retry fails: the
+// client sees what a retry that reached a replica (READONLY) or a server
+// that refused the connection returns, not the timeout. Such an error says
+// that the last try did not run, nothing of the first, which did: the
+// acquisitions must be released all the same.
+func TestLostReplyRetried(t *testing.T) {
+	runScenario(t, lostReplyScenario("lost-reply-retried", func(r *rand.Rand) error {
+		if r.IntN(2) == 0 {
+			return errRetryReadOnly
+		}
+		return errRetryRefused
+	}))
+}
+
+// The errors of a go-redis retry that failed, after a dropped reply.
+var (
+	errRetryReadOnly error = retryReply("READONLY You can't write against a read only replica.")
+	errRetryRefused  error = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+)
+
+// retryReply is an error reply, as go-redis returns one.
+type retryReply string
+
+func (e retryReply) Error() string { return string(e) }
+func (retryReply) RedisError()     {}
+
+// lostReplyScenario is TestLostReply's scenario; retried, if not nil,
+// picks the error of the failed retry that follows each dropped reply.
+func lostReplyScenario(name string, retried func(*rand.Rand) error) scenario {
+	return scenario{name: name, adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		admin := srv.Client(t)
-		lr := &lostReplies{admin: admin}
+		lr := &lostReplies{admin: admin, retried: retried}
 		clients := make([]*fencelock.Client, holderCount)
 		for i := range holderCount {
 			rdb := redis.NewClient(redisOptions(srv.Addr()))
@@ -59,7 +94,7 @@ func TestLostReply(t *testing.T) {
 			}),
 			settle: lr.settle,
 		}
-	}})
+	}}
 }
 
 // errReplyLost is what a holder's client sees instead of a reply the
@@ -69,8 +104,9 @@ var errReplyLost = fmt.Errorf("chaos: reply lost: %w", os.ErrDeadlineExceeded)
 // lostReplies tracks, across a run, the acquisitions whose replies were
 // lost and whether each was released.
 type lostReplies struct {
-	admin *redis.Client
-	hooks []*dropHook
+	admin   *redis.Client
+	hooks   []*dropHook
+	retried func(*rand.Rand) error // nil: a dropped reply is a timeout
 
 	mu sync.Mutex
 	// pending maps the owner value of each acquisition that took the
@@ -182,8 +218,9 @@ func (h *dropHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return err
 		}
 		h.lr.drop(cmd, kind)
-		cmd.SetErr(errReplyLost)
-		return errReplyLost
+		lost := h.lr.lostError()
+		cmd.SetErr(lost)
+		return lost
 	}
 }
 
@@ -206,11 +243,23 @@ func (h *dropHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		if kind == "" {
 			return err
 		}
+		lost := h.lr.lostError()
 		for _, cmd := range cmds {
-			cmd.SetErr(errReplyLost)
+			cmd.SetErr(lost)
 		}
+		return lost
+	}
+}
+
+// lostError returns what the client sees instead of a dropped reply: the
+// timeout, or the error of go-redis's retry that failed.
+func (lr *lostReplies) lostError() error {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.retried == nil || lr.rand == nil {
 		return errReplyLost
 	}
+	return lr.retried(lr.rand)
 }
 
 // drop records a reply about to be dropped: an acquisition that took

@@ -1,0 +1,62 @@
+package fencelock
+
+import "github.com/redis/go-redis/v9"
+
+// errClass is what a Redis error reply tells the library to do. The
+// prefixes of the replies it acts on are in one table, replyClasses.
+type errClass int
+
+const (
+	// errOther: an error that would only repeat (a wrong type, a script
+	// error): returned at once.
+	errOther errClass = iota
+	// errCured: the server cannot serve the request now, and a failover
+	// or restart cures it (a replica, a node loading or out of its slot
+	// map): Acquire retries.
+	errCured
+	// errNativeRefused: a native command cannot run for this client (an
+	// older server, a node of a Cluster mid rolling upgrade, a command
+	// renamed away, an ACL that refuses it). Nothing was written, and the
+	// Lua scripts do the same.
+	errNativeRefused
+)
+
+// replyClasses classes the error replies by their first word, as servers
+// send them; the rest are errOther. A reply of class errCured says the
+// request did not run, but not that an earlier try of the same call,
+// which go-redis may have sent before it, did not: no cleanup is decided
+// by it (see node.take).
+var replyClasses = []struct {
+	prefix string
+	class  errClass
+	reload bool // a Cluster client reloads its slot map (see node.follow)
+}{
+	{"READONLY", errCured, false},
+	{"LOADING", errCured, false},
+	{"MASTERDOWN", errCured, false},
+	{"CLUSTERDOWN", errCured, true},
+	{"TRYAGAIN", errCured, false},
+	{"MOVED", errCured, true},
+	{"ASK", errCured, false},
+	{"NOPERM", errNativeRefused, false},
+	{"unknown command", errNativeRefused, false},
+	{"syntax error", errNativeRefused, false},
+}
+
+// classOf returns the class of a Redis error reply, and whether a Cluster
+// client should reload its slot map after it; errOther for anything else.
+func classOf(err error) (errClass, bool) {
+	for _, c := range replyClasses {
+		if redis.HasErrorPrefix(err, c.prefix) {
+			return c.class, c.reload
+		}
+	}
+	return errOther, false
+}
+
+// nativeRefused reports whether err says that a native command cannot run
+// for this client (errNativeRefused).
+func nativeRefused(err error) bool {
+	c, _ := classOf(err)
+	return c == errNativeRefused
+}
