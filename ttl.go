@@ -49,6 +49,7 @@ func (c *Client) WithTTL(ttl time.Duration) *Client {
 	}
 	if rb, ok := c.be.(rebinder); ok {
 		v.be = rb.withConfig(&v.cfg)
+		v.el, _ = v.be.(electorate) // the lock backends are the electorates
 	}
 	return v
 }
