@@ -65,6 +65,8 @@ type attempts struct {
 	failure    error // of the last attempt that Redis or the network failed
 	failing    bool  // the last attempt failed so, rather than finding the lock held
 	renewError error
+	// renewed gets a value after each renewal (dropped if one is pending).
+	renewed chan struct{}
 }
 
 func (a *attempts) hooks() *fencelock.Hooks {
@@ -90,6 +92,10 @@ func (a *attempts) hooks() *fencelock.Hooks {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.renewError = i.Err
+			select {
+			case a.renewed <- struct{}{}:
+			default:
+			}
 		},
 	}
 }

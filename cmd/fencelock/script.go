@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"golang.org/x/term"
 )
 
 // leaseInfo is what acquire prints, and what renew and release read back.
@@ -308,10 +309,9 @@ func parseLeaseInput(s string) (leaseInfo, error) {
 	return info, nil
 }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal: a character device is not
+// one (/dev/null is a character device too).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 const statusAbout = `Show who holds the lock NAME: the holder's public lease ID, the lock's
 remaining TTL, and the holder's token (the last issued for NAME). It
