@@ -95,6 +95,8 @@ type attempts struct {
 	// attempted, if set, is called after an attempt that did not take
 	// the lock: elect's one attempt ends the campaign there.
 	attempted func()
+	// renewed gets a value after each renewal (dropped if one is pending).
+	renewed chan struct{}
 }
 
 func (a *attempts) hooks() *fencelock.Hooks {
@@ -121,6 +123,10 @@ func (a *attempts) hooks() *fencelock.Hooks {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.renewError = i.Err
+			select {
+			case a.renewed <- struct{}{}:
+			default:
+			}
 		},
 	}
 }

@@ -128,7 +128,7 @@ func TestElect_takeover(t *testing.T) {
 	c, cOut := elect("c")
 	waitCampaigning(t, rdb, "jobs", 1)
 	b.Process.Kill()
-	b.Wait()
+	waitExit(t, b)
 	waitDead(t, pidB) // its command died with it
 	_, termC := readyTerm(t, cOut)
 	if termC <= termB {

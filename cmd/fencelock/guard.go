@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // run does not start COMMAND itself: it starts a guard, a second fencelock
@@ -29,6 +31,11 @@ import (
 //     COMMAND from a thread locked to its goroutine that never exits:
 //     the kernel sends that signal when the thread that started the child
 //     exits, not the process.
+//   - The guard enforces the lease's deadline on its own: fencelock tells
+//     it each new deadline (after each renewal), and if no later one has
+//     come by then, the guard kills COMMAND as if fencelock had died. So
+//     a fencelock that is stopped (SIGSTOP, Ctrl-Z, a debugger) or starved
+//     of the processor cannot let COMMAND outlive the lease.
 //   - Being COMMAND's parent, the guard sees COMMAND stop (on terminal
 //     input, say) and continue, which fencelock reports.
 //
@@ -49,19 +56,23 @@ import (
 //
 //	signal SIGNAL     send SIGNAL, then SIGCONT, to COMMAND (--foreground;
 //	                  otherwise fencelock signals the group itself)
+//	send SIGNAL       send SIGNAL alone (job control: SIGTSTP, SIGCONT)
+//	deadline NS       kill COMMAND at NS, on CLOCK_MONOTONIC, unless a
+//	                  later deadline comes first
 //
 // until end of file, which kills COMMAND.
 const guardArg = "_guard"
 
 // guardSignals are the signals that the guard catches rather than dies
 // of: they are meant for COMMAND (fencelock forwards them to the process
-// group, or the terminal sends them to the foreground group). SIGTTIN and
-// SIGTTOU are caught so that the guard is not stopped with COMMAND when
-// COMMAND reads the terminal, and can report it. A signal that fencelock
+// group, or the terminal sends them to the foreground group). SIGTTIN,
+// SIGTTOU and SIGTSTP are caught so that the guard is not stopped with
+// COMMAND (when COMMAND reads the terminal, or at Ctrl-Z), and can report
+// it and go on enforcing the deadline. A signal that fencelock
 // was started with ignored stays ignored, for COMMAND too.
 var guardSignals = []os.Signal{
 	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
-	syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTTIN, syscall.SIGTTOU,
+	syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGTSTP,
 }
 
 // guardMain is the guard: args are "group" or "foreground", COMMAND's
@@ -80,8 +91,11 @@ func guardMain(args []string) int {
 	signal.Notify(make(chan os.Signal, 1), caught(guardSignals...)...)
 	chld := make(chan os.Signal, 1) // one pending wake-up is enough: reap takes every event
 	signal.Notify(chld, syscall.SIGCHLD)
-	orders := make(chan syscall.Signal)
+	orders := make(chan order)
 	go readOrders(control, orders)
+	// No deadline until fencelock sends the first (before anything else).
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
 
 	// This thread starts COMMAND and outlives it (see setDeathSignal).
 	runtime.LockOSThread()
@@ -132,15 +146,31 @@ func guardMain(args []string) int {
 			if reap(syscall.WNOHANG) {
 				return exitOK
 			}
-		case sig, ok := <-orders:
+		case o, ok := <-orders:
 			if ok {
 				// COMMAND is not reaped yet (only this goroutine reaps), so
 				// pid is still COMMAND's.
-				syscall.Kill(pid, sig)
-				syscall.Kill(pid, syscall.SIGCONT)
+				switch o.kind {
+				case "signal":
+					syscall.Kill(pid, o.signal)
+					syscall.Kill(pid, syscall.SIGCONT)
+				case "send":
+					syscall.Kill(pid, o.signal)
+				case "deadline":
+					expiry.Reset(time.Duration(o.at - monoNow()))
+				}
 				continue
 			}
 			// fencelock is gone, or gave up on COMMAND.
+			if group {
+				syscall.Kill(0, syscall.SIGKILL) // the group, this guard included
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			reap(0)
+			return exitOK
+		case <-expiry.C:
+			// No renewal reached us by the lease's deadline: fencelock is
+			// stopped, starved or wedged. COMMAND must not outlive the lease.
 			if group {
 				syscall.Kill(0, syscall.SIGKILL) // the group, this guard included
 			}
@@ -151,17 +181,38 @@ func guardMain(args []string) int {
 	}
 }
 
-// readOrders passes on the signals that fencelock asks for, and closes
-// orders at end of file.
-func readOrders(control *os.File, orders chan<- syscall.Signal) {
+// An order is one line of the guard's control pipe.
+type order struct {
+	kind   string // "signal", "send", "deadline"
+	signal syscall.Signal
+	at     int64 // deadline: CLOCK_MONOTONIC, ns
+}
+
+// readOrders passes on what fencelock asks for, and closes orders at end
+// of file.
+func readOrders(control *os.File, orders chan<- order) {
 	defer close(orders)
 	sc := bufio.NewScanner(control)
 	for sc.Scan() {
-		n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "signal "))
-		if err == nil && n > 0 {
-			orders <- syscall.Signal(n)
+		kind, arg, _ := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseInt(arg, 10, 64)
+		switch {
+		case err != nil:
+		case kind == "deadline":
+			orders <- order{kind: kind, at: n}
+		case (kind == "signal" || kind == "send") && n > 0:
+			orders <- order{kind: kind, signal: syscall.Signal(n)}
 		}
 	}
+}
+
+// monoNow reads CLOCK_MONOTONIC, which fencelock and its guard share:
+// unlike the wall clock it does not step, and unlike a duration sent down
+// the pipe it does not grow by the time the line takes to arrive.
+func monoNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail for this clock
+	return ts.Nano()
 }
 
 func isPipe(f *os.File) bool {
@@ -275,7 +326,30 @@ func (g *guard) signal(s syscall.Signal) {
 		syscall.Kill(-g.proc.Process.Pid, syscall.SIGCONT)
 		return
 	}
-	fmt.Fprintf(g.control, "signal %d\n", int(s))
+	g.order("signal %d", int(s))
+}
+
+// send sends s alone, without SIGCONT: job control.
+func (g *guard) send(s syscall.Signal) {
+	if g.group {
+		syscall.Kill(-g.proc.Process.Pid, s)
+		return
+	}
+	g.order("send %d", int(s))
+}
+
+// expireAt tells the guard to kill COMMAND at t unless told a later time
+// first.
+func (g *guard) expireAt(t time.Time) {
+	g.order("deadline %d", monoNow()+int64(time.Until(t)))
+}
+
+// order writes one line to the guard, bounded: a guard that does not read
+// (stopped with COMMAND's group) must not stop fencelock, whose own kill
+// does not need the pipe in group mode, and closes it otherwise.
+func (g *guard) order(format string, args ...any) {
+	g.control.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(g.control, format+"\n", args...)
 }
 
 // kill kills COMMAND with SIGKILL: its whole process group at once, or

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
 )
@@ -48,7 +50,7 @@ func TestProcess_supervisorKilled(t *testing.T) {
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			cmd.Wait()
+			waitExit(t, cmd) // killed: its status says nothing
 			for _, p := range pids {
 				pid, _ := strconv.Atoi(p)
 				waitDead(t, pid)
@@ -120,5 +122,124 @@ func TestRun_stoppedOnTerminalInput(t *testing.T) {
 	h.signal(syscall.SIGINT)
 	if got := h.exit(done); got != 3 {
 		t.Errorf("run exit = %d, want the command's 3", got)
+	}
+}
+
+// A fencelock that is stopped (SIGSTOP) renews nothing; its guard kills
+// COMMAND by the lease's deadline on its own. A second run, which gets
+// the lock once the TTL has passed, finds the first COMMAND dead. When
+// the first fencelock is continued, it says what happened and exits 124.
+func TestProcess_supervisorStopped(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, mode := range []string{"group", "foreground"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			name := "stopped-" + mode
+			args := []string{"run", "--redis", redisURL(s), "--ttl", "1s", name, "--", os.Args[0]}
+			if mode == "foreground" {
+				args = append([]string{"run", "--foreground"}, args[1:]...)
+			}
+			cmd, out, stderr := startFencelockWith(t, nil, "ignore-term", args...)
+			pid := readyPID(t, readLine(t, out))
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT) })
+			h := newHarness(t)
+			h.childEnv = append(h.childEnv, "FENCELOCK_TEST_PIDS="+strconv.Itoa(pid))
+			if got := h.run(append([]string{"run", "--redis", redisURL(s), "--wait", "20s", name, "--"}, h.self("check-dead")...)...); got != 0 {
+				t.Errorf("second run: exit = %d, want 0 (the stopped run's COMMAND dead by its lease's deadline)", got)
+			}
+			cmd.Process.Signal(syscall.SIGCONT)
+			if got := waitExitWithin(t, cmd, 10*time.Second); got != exitLeaseLost {
+				t.Errorf("fencelock exit = %d, want %d", got, exitLeaseLost)
+			}
+			got := stderr.String()
+			if !strings.Contains(got, "SIGKILL") {
+				t.Errorf("stderr = %q, want it to say COMMAND got SIGKILL", got)
+			}
+			if strings.Contains(got, "in -") {
+				t.Errorf("stderr = %q: a deadline in the past is no time to wait", got)
+			}
+		})
+	}
+}
+
+// Ctrl-Z stops COMMAND with fencelock, as a shell user expects of a job,
+// and fg or bg (SIGCONT) continues both.
+func TestProcess_jobControl(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, mode := range []string{"group", "foreground"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"run", "--redis", redisURL(s), "--ttl", "20s", "tstp-" + mode, "--", os.Args[0]}
+			if mode == "foreground" {
+				args = append([]string{"run", "--foreground"}, args[1:]...)
+			}
+			// fencelock leads a process group, as a shell's job does.
+			cmd, out, _ := startFencelockWith(t, func(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }, "trap", args...)
+			pid := readyPID(t, readLine(t, out))
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			// What the terminal sends the foreground process group: with
+			// --foreground COMMAND gets it itself, else fencelock alone.
+			target := cmd.Process.Pid
+			if mode == "foreground" {
+				target = -target
+			}
+			if err := syscall.Kill(target, syscall.SIGTSTP); err != nil {
+				t.Fatal(err)
+			}
+			waitStopped(t, pid)
+			waitStopped(t, cmd.Process.Pid)
+			if err := syscall.Kill(target, syscall.SIGCONT); err != nil { // what fg and bg send
+				t.Fatal(err)
+			}
+			waitState(t, pid, "continued", func(state byte) bool { return state != 'T' })
+			cmd.Process.Signal(syscall.SIGTERM)
+			if got, want := readLine(t, out), "got terminated"; got != want {
+				t.Errorf("COMMAND said %q, want %q", got, want)
+			}
+			if got := waitExitWithin(t, cmd, 10*time.Second); got != 3 {
+				t.Errorf("fencelock exit = %d, want the command's 3", got)
+			}
+		})
+	}
+}
+
+// With stderr a full pipe that nobody reads, the stop path still signals
+// COMMAND: a message must not come before the signal, nor hold up the
+// SIGKILL that follows.
+func TestProcess_stderrBlocked(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Fill the pipe.
+	w.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	for {
+		if _, err := w.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	w.SetWriteDeadline(time.Time{})
+	cmd, out, _ := startFencelockWith(t, func(c *exec.Cmd) { c.Stderr = w }, "trap",
+		"run", "--redis", redisURL(s), "--ttl", "2s", "--grace", "500ms", "stderr-full", "--", os.Args[0])
+	w.Close()
+	readyPID(t, readLine(t, out))
+	if err := s.Client(t).Del(t.Context(), "fencelock:{stderr-full}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readLine(t, out), "got terminated"; got != want {
+		t.Errorf("COMMAND said %q, want %q", got, want)
+	}
+	go io.Copy(io.Discard, r) // now fencelock may say why, and exit
+	if got := waitExitWithin(t, cmd, 10*time.Second); got != exitLeaseLost {
+		t.Errorf("fencelock exit = %d, want %d", got, exitLeaseLost)
 	}
 }

@@ -43,7 +43,7 @@ func (c *cli) prepareHolding(ctx context.Context, cmd *command, cn *conn, cf *co
 	if err != nil {
 		return nil, nil, nil, c.fail(cmd.name, execExit(err), err)
 	}
-	a := &attempts{name: name, cmd: cmd.name, stderr: c.stderr}
+	a := &attempts{name: name, cmd: cmd.name, stderr: c.stderr, renewed: make(chan struct{}, 1)}
 	cn.hooks = a.hooks()
 	stopMetrics := func() {}
 	if cf.metricsAt != "" {
@@ -81,6 +81,18 @@ func (h *holding) release(ctx context.Context) error {
 	return h.lease.Release(rctx)
 }
 
+// stopHow words how COMMAND ended after run terminated it, from its wait
+// status: SIGKILL may have gone out just as COMMAND ended of SIGTERM.
+func stopHow(res result) string {
+	switch {
+	case res.status == "signal: killed":
+		return "was killed with SIGKILL"
+	case res.killed:
+		return "ended before SIGKILL reached it"
+	}
+	return "exited after SIGTERM"
+}
+
 // hold runs COMMAND with the stop guarantee (see supervisor), releases
 // the lease when COMMAND has ended, and returns the exit status: the
 // command's own, or 124 if the lease ran out or was lost, 125-127 if
@@ -92,12 +104,21 @@ func (c *cli) hold(ctx context.Context, h *holding) int {
 		return c.fail(h.cmd, exitInternal, err)
 	}
 	ttl := h.cn.ttl
-	s := &supervisor{cmd: h.cmd, g: g, name: h.lease.Name(), lease: h.lease, grace: h.f.grace, sigs: h.sigs, stderr: c.stderr, renewErr: h.a.renewErr,
+	say, flush := diagnostics(c.stderr)
+	s := &supervisor{cmd: h.cmd, g: g, name: h.lease.Name(), lease: h.lease, grace: h.f.grace, sigs: h.sigs, say: say, renewErr: h.a.renewErr,
+		renewed: h.a.renewed,
 		// As much again as the library keeps between the deadline and
 		// Redis's expiry for clock drift (TTL/100 + 2ms), for the kill.
 		killLead: min(h.f.grace, ttl/100+2*time.Millisecond)}
+	if c.jobControl != nil {
+		jobs := make(chan os.Signal, 2)
+		stop := c.jobControl(jobs)
+		defer stop()
+		s.jobs = jobs
+	}
 	res := s.run()
 	rerr := h.release(ctx)
+	flush() // COMMAND is gone: what follows may wait for stderr
 
 	switch {
 	case res.failed != 0:
@@ -105,10 +126,7 @@ func (c *cli) hold(ctx context.Context, h *holding) int {
 	case res.err != nil:
 		return c.fail(h.cmd, exitInternal, res.err)
 	case res.stopped != "":
-		how := "exited after SIGTERM"
-		if res.killed {
-			how = "was killed with SIGKILL"
-		}
+		how := stopHow(res)
 		if res.strays {
 			how += ", and what it left running in its process group was killed with SIGKILL"
 		}

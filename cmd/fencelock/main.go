@@ -143,12 +143,13 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // name), does the work and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{
-		stdin:   os.Stdin,
-		stdout:  stdout,
-		stderr:  stderr,
-		getenv:  os.Getenv,
-		environ: os.Environ,
-		notify:  notifySignals,
+		stdin:      os.Stdin,
+		stdout:     stdout,
+		stderr:     stderr,
+		getenv:     os.Getenv,
+		environ:    os.Environ,
+		notify:     notifySignals,
+		jobControl: jobControl,
 		untilInterrupted: func(ctx context.Context) (context.Context, context.CancelFunc) {
 			return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		},
@@ -174,11 +175,29 @@ type cli struct {
 	// SIGINT. Commands that run COMMAND keep ignored signals ignored, as
 	// nohup asks (see caught).
 	untilInterrupted func(context.Context) (context.Context, context.CancelFunc)
+	// jobControl, for run and elect while COMMAND runs, delivers SIGTSTP
+	// and SIGCONT and keeps fencelock from being stopped by SIGTTOU;
+	// stop ends it. Nil in tests that run commands in-process.
+	jobControl func(chan<- os.Signal) (stop func())
 }
 
 func notifySignals(c chan<- os.Signal) func() {
 	signal.Notify(c, caught(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)...)
 	return func() { signal.Stop(c) }
+}
+
+// jobControl catches SIGTSTP (Ctrl-Z), to stop COMMAND with fencelock,
+// and SIGCONT, to continue it with fencelock. It ignores SIGTTOU: under
+// "stty tostop", fencelock in the background would be stopped at its first
+// message to the terminal, just when it must kill COMMAND. (The guard
+// catches SIGTTOU, so COMMAND gets the default action again.)
+func jobControl(c chan<- os.Signal) func() {
+	signal.Notify(c, caught(syscall.SIGTSTP, syscall.SIGCONT)...)
+	signal.Ignore(syscall.SIGTTOU)
+	return func() {
+		signal.Stop(c)
+		signal.Reset(syscall.SIGTTOU)
+	}
 }
 
 // caught returns the signals of sigs that fencelock was not started with

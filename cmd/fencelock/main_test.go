@@ -102,7 +102,10 @@ func child(mode string) int {
 		s := <-c
 		fmt.Printf("got %v\n", s)
 		return 3
-	case "read-stdin": // read a line from standard input (a terminal, say)
+	case "read-stdin", "read-stdin-ignore-term": // read a line from standard input (a terminal, say)
+		if mode == "read-stdin-ignore-term" {
+			signal.Ignore(syscall.SIGTERM)
+		}
 		fmt.Printf("ready %d\n", os.Getpid())
 		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 		if err != nil {

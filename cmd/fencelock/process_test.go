@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,15 +44,29 @@ func startFencelockWith(t *testing.T, setup func(*exec.Cmd), mode string, args .
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// One goroutine owns cmd.Wait; waitExit and the cleanup wait on it,
+	// bounded.
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waits.Store(cmd, done)
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("fencelock (pid %d) not reaped 10s after SIGKILL", cmd.Process.Pid)
+		}
+		waits.Delete(cmd)
 		if t.Failed() {
 			t.Logf("fencelock stderr:\n%s", stderr)
 		}
 	})
 	return cmd, bufio.NewReader(out), stderr
 }
+
+// waits maps each command started by startFencelockWith to the channel
+// that its one cmd.Wait reports on.
+var waits sync.Map // *exec.Cmd → chan error
 
 // readLine reads one line of output, failing the test if none comes.
 func readLine(t *testing.T, r *bufio.Reader) string {
@@ -70,20 +85,31 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 	}
 }
 
-// waitExit waits for cmd, bounded, and returns its exit status.
+// waitExit waits for cmd (started by startFencelockWith), bounded, and
+// returns its exit status.
 func waitExit(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	return waitExitWithin(t, cmd, 30*time.Second)
+}
+
+// waitExitWithin is waitExit with its bound.
+func waitExitWithin(t *testing.T, cmd *exec.Cmd, bound time.Duration) int {
+	t.Helper()
+	v, ok := waits.Load(cmd)
+	if !ok {
+		t.Fatalf("waitExit: not started by startFencelockWith, or waited for already")
+	}
+	done := v.(chan error)
 	select {
 	case err := <-done:
+		done <- err // for the cleanup
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatalf("wait: %v", err)
 		}
 		return cmd.ProcessState.ExitCode()
-	case <-time.After(30 * time.Second):
-		t.Fatalf("fencelock did not exit within 30s")
+	case <-time.After(bound):
+		t.Fatalf("fencelock did not exit within %v", bound)
 		return -1
 	}
 }

@@ -38,6 +38,9 @@ deadline, whichever comes first: the deadline passes before Redis could
 let another holder in. The cause is reported on stderr, and run exits
 with 124. If fencelock itself dies (SIGKILL, a crash), COMMAND is killed
 with it (with --foreground, COMMAND alone: not the processes it started).
+If fencelock is stopped (SIGSTOP, Ctrl-Z), COMMAND is killed at the
+lease's deadline all the same: Ctrl-Z stops COMMAND with fencelock, fg or
+bg continues both, but nothing renews the lease meanwhile.
 
 SIGINT, SIGTERM and SIGHUP received by fencelock are forwarded to
 COMMAND, followed by SIGCONT so that a stopped COMMAND gets them too, and

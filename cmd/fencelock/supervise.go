@@ -32,7 +32,12 @@ type supervisor struct {
 	// killLead is how long before the deadline SIGKILL goes out.
 	killLead time.Duration
 	sigs     <-chan os.Signal
-	stderr   io.Writer
+	// jobs carries SIGTSTP and SIGCONT (job control), nil without it.
+	jobs <-chan os.Signal
+	// renewed has a value after each renewal: the deadline may have moved.
+	renewed <-chan struct{}
+	// say writes diagnostics without blocking (see diagnostics).
+	say func(format string, args ...any)
 	// renewErr returns the last renewal's error, for the message when the
 	// lease runs out.
 	renewErr func() error
@@ -43,6 +48,29 @@ type supervisor struct {
 var terminalStop = map[syscall.Signal]string{
 	syscall.SIGTTIN: "SIGTTIN: it read from the terminal",
 	syscall.SIGTTOU: "SIGTTOU: it wrote to the terminal or changed its settings",
+}
+
+// diagnostics writes messages to w from a goroutine of its own, so that
+// no write can hold up the stop path: stderr may be a full pipe nobody
+// reads (a stuck log reader, a paused pager). say never blocks; a message
+// that finds the queue full is dropped. flush waits until the queue is
+// written, for messages that must come after those already said.
+func diagnostics(w io.Writer) (say func(format string, args ...any), flush func()) {
+	q := make(chan string, 32)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range q {
+			io.WriteString(w, m)
+		}
+	}()
+	say = func(format string, args ...any) {
+		select {
+		case q <- fmt.Sprintf(format, args...):
+		default:
+		}
+	}
+	return say, func() { close(q); <-done }
 }
 
 // result is how COMMAND ended.
@@ -60,15 +88,17 @@ type result struct {
 // run waits until COMMAND and the guard have exited.
 func (s *supervisor) run() result {
 	var (
-		res    result
-		ended  bool // the guard reported how COMMAND ended
-		killed bool // SIGKILL went out, to COMMAND or what was left of it
-		events = s.g.events
-		lost   = s.lease.Context().Done()
-		term   = time.NewTimer(time.Until(s.lease.Deadline().Add(-s.grace)))
-		termc  = term.C
-		kill   *time.Timer
-		killc  <-chan time.Time
+		res       result
+		ended     bool // the guard reported how COMMAND ended
+		killed    bool // SIGKILL went out, to COMMAND or what was left of it
+		events    = s.g.events
+		lost      = s.lease.Context().Done()
+		term      = time.NewTimer(time.Until(s.lease.Deadline().Add(-s.grace)))
+		termc     = term.C
+		kill      *time.Timer
+		killc     <-chan time.Time
+		forwarded time.Time // when the first signal was forwarded to COMMAND
+		expiry    time.Time // when the guard kills COMMAND unless told later
 	)
 	defer func() {
 		term.Stop()
@@ -77,6 +107,23 @@ func (s *supervisor) run() result {
 		}
 		s.g.control.Close() // the guard is gone
 	}()
+	// tellGuard passes the lease's deadline on to the guard, which kills
+	// COMMAND by then if fencelock cannot (stopped, starved).
+	tellGuard := func() {
+		if at := s.lease.Deadline().Add(-s.killLead); !at.Equal(expiry) {
+			expiry = at
+			s.g.expireAt(at)
+		}
+	}
+	tellGuard()
+	// killBy makes sure SIGKILL goes out by at, or at once if at has come.
+	killBy := func(at time.Time) {
+		if kill != nil {
+			return
+		}
+		kill = time.NewTimer(time.Until(at))
+		killc = kill.C
+	}
 	terminate := func(why string) {
 		term.Stop()
 		termc = nil
@@ -87,10 +134,30 @@ func (s *supervisor) run() result {
 			killAt = d
 			when = fmt.Sprintf("at the lease's deadline in %v", time.Until(d).Round(time.Millisecond))
 		}
-		fmt.Fprintf(s.stderr, "fencelock %s: %s: sending SIGTERM to COMMAND, SIGKILL %s\n", s.cmd, why, when)
+		if !time.Now().Before(killAt) {
+			// The deadline has come (fencelock did not run meanwhile):
+			// no time for SIGTERM.
+			s.g.kill()
+			killed = true
+			res.killed = !ended
+			s.say("fencelock %s: %s: the lease's deadline has come: COMMAND got SIGKILL\n", s.cmd, why)
+			return
+		}
+		// Signal first: the message must not delay it.
 		s.g.signal(syscall.SIGTERM)
-		kill = time.NewTimer(time.Until(killAt))
-		killc = kill.C
+		killBy(killAt)
+		s.say("fencelock %s: %s: sending SIGTERM to COMMAND, SIGKILL %s\n", s.cmd, why, when)
+	}
+	// guardExpired fills in res when the guard killed COMMAND at the
+	// lease's deadline, fencelock not having done so itself.
+	guardExpired := func(status string) {
+		if killed || res.killed || status != "signal: killed" || time.Now().Before(expiry) {
+			return
+		}
+		res.killed, res.err = true, nil
+		if res.stopped == "" {
+			res.stopped = "the lease's deadline passed while fencelock did not run (stopped?), and its guard killed COMMAND"
+		}
 	}
 	for {
 		select {
@@ -101,12 +168,22 @@ func (s *supervisor) run() result {
 			}
 			switch ev.kind {
 			case "stopped":
-				if why, ok := terminalStop[ev.signal]; ok && s.g.group {
-					fmt.Fprintf(s.stderr, "fencelock %s: COMMAND is stopped (%s), which its own process group cannot; it holds the lock while stopped. Use --foreground for an interactive command\n", s.cmd, why)
+				why, onTerminal := terminalStop[ev.signal]
+				switch {
+				case onTerminal && !forwarded.IsZero() && res.stopped == "" && !killed:
+					// Continued to act on a forwarded signal, COMMAND went
+					// back to the terminal and was stopped again: it cannot
+					// act on it, and would hold the lock forever.
+					at := forwarded.Add(s.grace)
+					killBy(at)
+					s.say("fencelock %s: COMMAND is stopped again (%s) after the signal it was sent, so it cannot act on it: SIGKILL in %v\n", s.cmd, why, max(0, time.Until(at)).Round(time.Millisecond))
+				case onTerminal && s.g.group:
+					s.say("fencelock %s: COMMAND is stopped (%s), which its own process group cannot; it holds the lock while stopped. Use --foreground for an interactive command\n", s.cmd, why)
 				}
 			case "exited":
 				ended = true
 				res.code, res.status = statusCode(ev.status), describe(ev.status)
+				guardExpired(res.status)
 			case "failed":
 				ended = true
 				if ev.code == exitNotFound || ev.code == exitCannotExec {
@@ -119,15 +196,17 @@ func (s *supervisor) run() result {
 				if ev.kind == "exited" {
 					ended = true
 					res.code, res.status = statusCode(ev.status), describe(ev.status)
+					guardExpired(res.status)
 				}
 			}
 			if !ended {
 				// The guard died before COMMAND was reaped: killed with the
-				// group by us, or by someone else. Whatever is left of
-				// COMMAND goes too.
+				// group by us, or by itself at the lease's deadline, or by
+				// someone else. Whatever is left of COMMAND goes too.
 				s.g.kill()
-				killed = true
 				res.code, res.status = 128+int(syscall.SIGKILL), "signal: killed"
+				guardExpired(res.status)
+				killed = true
 				if !res.killed {
 					res.err = fmt.Errorf("COMMAND's guard process ended unexpectedly (%v: %v); COMMAND was killed", s.g.proc.ProcessState, err)
 				}
@@ -143,7 +222,23 @@ func (s *supervisor) run() result {
 		case sig := <-s.sigs:
 			if sig, ok := sig.(syscall.Signal); ok {
 				s.g.signal(sig)
+				if forwarded.IsZero() {
+					forwarded = time.Now()
+				}
 			}
+		case sig := <-s.jobs:
+			switch sig {
+			case syscall.SIGTSTP:
+				// Ctrl-Z: COMMAND stops with fencelock, as a shell's job
+				// does. While fencelock is stopped nothing renews the
+				// lease, and the guard kills COMMAND at its deadline.
+				s.g.send(syscall.SIGTSTP)
+				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			case syscall.SIGCONT:
+				s.g.send(syscall.SIGCONT) // fg or bg: COMMAND goes on too
+			}
+		case <-s.renewed:
+			tellGuard()
 		case <-lost:
 			lost = nil
 			res.lost = context.Cause(s.lease.Context())
@@ -154,6 +249,7 @@ func (s *supervisor) run() result {
 			d := s.lease.Deadline()
 			if wait := time.Until(d.Add(-s.grace)); wait > 0 {
 				term.Reset(wait) // renewed meanwhile
+				tellGuard()
 				continue
 			}
 			why := "no answer from Redis yet"
