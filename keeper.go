@@ -67,8 +67,9 @@ func (k *keeper) add(l *Lease, renew bool) {
 }
 
 // remove ends the lease's background work, cancelling a renewal in
-// flight; the caller waits for it with l.keeping.
-func (k *keeper) remove(l *Lease) {
+// flight, and reports whether one is; the caller waits for it with
+// l.keeping.
+func (k *keeper) remove(l *Lease) (inflight bool) {
 	k.mu.Lock()
 	s := &l.sched
 	s.stopped = true
@@ -76,11 +77,12 @@ func (k *keeper) remove(l *Lease) {
 	if s.pos > 0 {
 		k.delete(s.pos - 1)
 	}
-	cancel := s.cancel
+	cancel, inflight := s.cancel, s.inflight
 	k.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
+	return inflight
 }
 
 // extended moves a lease's deadline to d after a renewal.

@@ -494,3 +494,125 @@ func TestLease_Deadline(t *testing.T) {
 		check(fmt.Sprintf("after renewal %d", i+1), before, l)
 	}
 }
+
+// Release returns by its context even while a background renewal is in
+// flight to a server that answers nothing (SIGSTOP): it does not wait for
+// the renewal's read. The lease is then not released: the error wraps the
+// context's, not ErrLeaseLost, its Deadline still holds, and a later
+// Release, once the server answers, deletes the lock. Leases renewed one
+// by one and in one pipeline alike.
+func TestLease_Release_byContextWhileRenewing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		leases int
+	}{{"single", 1}, {"batched", 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := redistest.New(t)
+			// The renewal's read is bounded by its context's deadline
+			// (the lease's, ~10s away) and ReadTimeout (3s): far longer
+			// than the release's context.
+			rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			inflight := &renewalsSent{sent: make(chan int, 1)}
+			rdb.AddHook(inflight)
+			ctx := t.Context()
+			c := fencelock.New(rdb, &fencelock.Options{TTL: 10 * time.Second, RenewInterval: time.Second})
+			var leases []*fencelock.Lease
+			for i := range tc.leases {
+				l, err := c.TryAcquire(ctx, fmt.Sprintf("in-flight-%d", i))
+				if err != nil {
+					t.Fatalf("TryAcquire error = %v", err)
+				}
+				leases = append(leases, l)
+			}
+			s.Pause(t)
+			t.Cleanup(func() { s.Resume(t) })
+			inflight.armed.Store(true)
+			select {
+			case n := <-inflight.sent:
+				if tc.leases > 1 && n < 2 {
+					t.Fatalf("renewal sent for %d lease, want a pipeline of several", n)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no renewal within 10s, with RenewInterval 1s")
+			}
+			deadlines := make([]time.Time, len(leases))
+			errs := make([]error, len(leases))
+			took := make([]time.Duration, len(leases))
+			var wg sync.WaitGroup
+			for i, l := range leases {
+				deadlines[i] = l.Deadline()
+				wg.Go(func() {
+					rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+					defer cancel()
+					start := time.Now()
+					errs[i] = l.Release(rctx)
+					took[i] = time.Since(start)
+				})
+			}
+			wg.Wait()
+			for i, l := range leases {
+				if took[i] > 2*time.Second {
+					t.Errorf("lease %d: Release with a 200ms context took %v, want < 2s", i, took[i])
+				}
+				if !errors.Is(errs[i], context.DeadlineExceeded) || errors.Is(errs[i], fencelock.ErrLeaseLost) {
+					t.Errorf("lease %d: Release error = %v, want one wrapping context.DeadlineExceeded, not ErrLeaseLost", i, errs[i])
+				}
+				if d := l.Deadline(); !d.Equal(deadlines[i]) {
+					t.Errorf("lease %d: Deadline moved from %v to %v by a Release that decided nothing", i, deadlines[i], d)
+				}
+			}
+			s.Resume(t)
+			for i, l := range leases {
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("lease %d: Release once the server answers: error = %v, want nil", i, err)
+				}
+				if n := rdb.Exists(ctx, fmt.Sprintf("fencelock:{in-flight-%d}", i)).Val(); n != 0 {
+					t.Errorf("lease %d: lock EXISTS = %d after the second Release, want 0", i, n)
+				}
+			}
+		})
+	}
+}
+
+// renewalsSent is a go-redis hook that, once armed, reports how many
+// renewals (scripts, or SET for the native renewal) the first request
+// that carries any has; the capabilities probe is not one.
+type renewalsSent struct {
+	armed atomic.Bool
+	sent  chan int
+}
+
+func (h *renewalsSent) report(cmds ...redis.Cmder) {
+	n := 0
+	for _, cmd := range cmds {
+		switch cmd.Name() {
+		case "evalsha", "eval", "set":
+			n++
+		}
+	}
+	if n > 0 && h.armed.Load() {
+		select {
+		case h.sent <- n:
+		default:
+		}
+	}
+}
+
+func (h *renewalsSent) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *renewalsSent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.report(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *renewalsSent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.report(cmds...)
+		return next(ctx, cmds)
+	}
+}
