@@ -195,6 +195,8 @@ func TestClient_badInput(t *testing.T) {
 		{MinReplicas: -1},
 		{TTL: time.Second, ReplicaTimeout: 2 * time.Second},
 		{TTL: time.Hour, TokenRetention: time.Minute},
+		{NodeTimeout: -time.Second},
+		{TTL: time.Second, NodeTimeout: time.Second},
 	} {
 		if _, err := fencelock.New(rdb, &opts).TryAcquire(ctx, "ok"); !errors.Is(err, fencelock.ErrInvalid) {
 			t.Errorf("TryAcquire with Options %+v error = %v, want ErrInvalid", opts, err)
