@@ -232,7 +232,7 @@ func TestLease_keeper(t *testing.T) {
 func TestLease_serverPaused(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := t.Context()
 	// The drift allowance (TTL/100 + 2ms) must also absorb the timer's
@@ -270,7 +270,7 @@ func TestLease_serverPaused(t *testing.T) {
 func TestLease_Release_retry(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	rec := &recorder{}
 	rdb.AddHook(rec)

@@ -54,8 +54,9 @@ var (
 // the newest token. Waiters in Acquire subscribe to the release channel on
 // every node, so one node down does not delay their wake-up.
 //
-// Invalid options, no nodes or a nil node are reported, wrapping
-// ErrInvalid, by every call on the Client.
+// Invalid options, no nodes, or a node that is nil or lacks
+// ContextTimeoutEnabled (see New) are reported, wrapping ErrInvalid, by
+// every call on the Client.
 func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 	cfg, err := opts.config()
 	if len(nodes) == 0 {
@@ -65,9 +66,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 	c.keep = &keeper{cfg: &c.cfg}
 	q := &quorum{cfg: &c.cfg}
 	for i, rdb := range nodes {
-		if rdb == nil {
-			err = errors.Join(err, fmt.Errorf("%w: quorum node %d is a nil Redis client", ErrInvalid, i))
-		}
+		err = errors.Join(err, checkRedis(rdb, fmt.Sprintf("Redis client for quorum node %d", i)))
 		q.nodes = append(q.nodes, newNode(rdb, &c.cfg))
 	}
 	c.err = err

@@ -66,7 +66,7 @@ func TestTLS_unverified(t *testing.T) {
 		{"no client certificate", s.Addr(), noCert, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rdb := redis.NewClient(&redis.Options{Addr: tc.addr, TLSConfig: tc.tls, MaxRetries: -1, DialTimeout: time.Second})
+			rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: tc.addr, TLSConfig: tc.tls, MaxRetries: -1, DialTimeout: time.Second})
 			t.Cleanup(func() { rdb.Close() })
 			assertRefused(t, fencelock.New(rdb, refusedOptions), tc.as)
 		})
@@ -76,7 +76,7 @@ func TestTLS_unverified(t *testing.T) {
 func TestTLS_unverifiedSentinel(t *testing.T) {
 	t.Parallel()
 	g := redistest.StartSentinelGroup(t, &redistest.GroupOptions{TLS: redistest.NewTLS(t)})
-	rdb := g.Client(t, &redis.FailoverOptions{TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
+	rdb := g.Client(t, &redis.FailoverOptions{ContextTimeoutEnabled: true, TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
 	var unknownCA x509.UnknownAuthorityError
 	assertRefused(t, fencelock.New(rdb, refusedOptions), &unknownCA)
 }
@@ -84,7 +84,7 @@ func TestTLS_unverifiedSentinel(t *testing.T) {
 func TestTLS_unverifiedCluster(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, &redistest.GroupOptions{TLS: redistest.NewTLS(t)})
-	rdb := cl.Client(t, &redis.ClusterOptions{TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
+	rdb := cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true, TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
 	var unknownCA x509.UnknownAuthorityError
 	assertRefused(t, fencelock.New(rdb, refusedOptions), &unknownCA)
 }
