@@ -616,3 +616,81 @@ func (h *renewalsSent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		return next(ctx, cmds)
 	}
 }
+
+// After a failed background renewal the keeper retries at a quarter of
+// RenewInterval, not a whole one: a lease whose server hiccups gets
+// several more tries before its deadline.
+func TestLease_keeperRetriesEarly(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	fail := &failRenewals{}
+	rdb.AddHook(fail)
+	const every = time.Second
+	var mu sync.Mutex
+	var failed []time.Time
+	c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: every, Hooks: &fencelock.Hooks{
+		RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
+			if i.Err != nil {
+				mu.Lock()
+				failed = append(failed, time.Now())
+				mu.Unlock()
+			}
+		},
+	}})
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "retried-early")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	fail.armed.Store(true)
+	redistest.WaitFor(t, 20*time.Second, "four failed renewals", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(failed) >= 4
+	})
+	fail.armed.Store(false)
+	mu.Lock()
+	var gaps []time.Duration
+	for i := 1; i < 4; i++ {
+		gaps = append(gaps, failed[i].Sub(failed[i-1]))
+	}
+	mu.Unlock()
+	slices.Sort(gaps)
+	if median := gaps[1]; median > every/2 {
+		t.Errorf("retries after failed renewals %v apart (median %v), want about RenewInterval/4 = %v (< %v)", gaps, median, every/4, every/2)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release error = %v", err)
+	}
+}
+
+// failRenewals is a go-redis hook that, once armed, fails every command
+// at once without sending it: in these tests, only renewals are sent
+// while it is armed.
+type failRenewals struct{ armed atomic.Bool }
+
+var errInjected = errors.New("injected failure")
+
+func (h *failRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() {
+			for _, cmd := range cmds {
+				cmd.SetErr(errInjected)
+			}
+			return errInjected
+		}
+		return next(ctx, cmds)
+	}
+}
