@@ -15,7 +15,9 @@ func TestCapabilities_perNode(t *testing.T) {
 	var with, without *redistest.Server
 	var wg sync.WaitGroup
 	wg.Go(func() { with = redistest.New(t) })
-	wg.Go(func() { without = redistest.Start(t, &redistest.Options{Config: []string{`rename-command SPUBLISH ""`}}) })
+	wg.Go(func() {
+		without = redistest.Start(t, &redistest.Options{Config: []string{`rename-command SPUBLISH ""`}})
+	})
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
