@@ -95,7 +95,7 @@ func TestQuorum_pausedNodeLatency(t *testing.T) {
 	if os.Getenv("FENCELOCK_MEASURE") == "" {
 		t.Skip("a measurement: set FENCELOCK_MEASURE=1")
 	}
-	_, nodes := exactMajority(t)
+	live, nodes := exactMajority(t)
 	opts := &fencelock.Options{TTL: 10 * time.Second, RetryInterval: 50 * time.Millisecond}
 	const rounds = 200
 	var acquire, release [2][]time.Duration
@@ -132,4 +132,47 @@ func TestQuorum_pausedNodeLatency(t *testing.T) {
 	}
 	report("Acquire (each waits while the other holds)", append(acquire[0], acquire[1]...))
 	report("Release", append(release[0], release[1]...))
+
+	// Rounds the live nodes leave undecided: another owner's lock on one
+	// live node (an attempt racing a release finds it so), or a lease one
+	// live node lost. Fresh clients each time: go-redis fails fast on a
+	// node its pool has given up dialling, so only the first requests to a
+	// node that just stopped answering wait.
+	ctx := t.Context()
+	var failed, released []time.Duration
+	for range 10 {
+		var fresh []redis.UniversalClient
+		for _, n := range nodes {
+			o := *n.(*redis.Client).Options()
+			rdb := redis.NewClient(&o)
+			defer rdb.Close()
+			fresh = append(fresh, rdb)
+		}
+		c := fencelock.NewQuorum(fresh, &fencelock.Options{TTL: 10 * time.Second, RenewInterval: -1})
+		live[0].Set(ctx, "fencelock:{undecided}", "another", time.Minute)
+		start := time.Now()
+		if _, err := c.TryAcquire(ctx, "undecided"); err == nil {
+			t.Fatal("TryAcquire succeeded with the lock held on a live node")
+		}
+		failed = append(failed, time.Since(start))
+		live[0].Del(ctx, "fencelock:{undecided}")
+		l, err := c.TryAcquire(ctx, "undecided")
+		if err != nil {
+			t.Fatalf("TryAcquire error = %v", err)
+		}
+		redistest.WaitFor(t, 5*time.Second, "the lock on every live node", func() bool {
+			for _, rdb := range live {
+				if rdb.Exists(ctx, "fencelock:{undecided}").Val() != 1 {
+					return false
+				}
+			}
+			return true
+		})
+		live[0].Del(ctx, "fencelock:{undecided}")
+		start = time.Now()
+		l.Release(ctx)
+		released = append(released, time.Since(start))
+	}
+	report("TryAcquire, one live node held by another owner", failed)
+	report("Release, one live node lost the lock", released)
 }
