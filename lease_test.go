@@ -694,3 +694,68 @@ func (h *failRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		return next(ctx, cmds)
 	}
 }
+
+// A lease is lost at its deadline even while a background renewal is in
+// flight and does not end (a client that ignores the request's context):
+// the keeper does not wait for the renewal to learn of the loss.
+func TestLease_lostWhileRenewalHangs(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	hang := &hangRenewals{release: make(chan struct{}), sent: make(chan struct{}, 1)}
+	rdb.AddHook(hang)
+	t.Cleanup(func() { close(hang.release) })
+	const ttl = time.Second
+	c := fencelock.New(rdb, &fencelock.Options{TTL: ttl, RenewInterval: 100 * time.Millisecond})
+	l, err := c.TryAcquire(t.Context(), "hung")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	hang.armed.Store(true)
+	select {
+	case <-hang.sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal within 10s, with RenewInterval 100ms")
+	}
+	deadline := l.Deadline()
+	waitDone(t, l.Context(), 10*time.Second)
+	if late := time.Since(deadline); late > 2*time.Second {
+		t.Errorf("lease lost %v after its deadline while a renewal hung, want < 2s", late)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("Cause = %v, want ErrLeaseLost", cause)
+	}
+}
+
+// hangRenewals is a go-redis hook that, once armed, holds every command
+// until release is closed, whatever its context.
+type hangRenewals struct {
+	armed   atomic.Bool
+	release chan struct{}
+	sent    chan struct{}
+}
+
+func (h *hangRenewals) hold() {
+	if h.armed.Load() {
+		select {
+		case h.sent <- struct{}{}:
+		default:
+		}
+		<-h.release
+	}
+}
+
+func (h *hangRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *hangRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *hangRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold()
+		return next(ctx, cmds)
+	}
+}
