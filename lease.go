@@ -214,39 +214,6 @@ func (l *Lease) keep() {
 	l.c.keep.renewed(l, err)
 }
 
-// keepMany renews leases of one Client in the background together, in
-// one round trip per batch (batchRenewer); the keeper has counted each in
-// its l.keeping. Release cannot cancel a batch; it waits for it.
-func keepMany(b batchRenewer, leases []*Lease) {
-	var refs []*lockRef
-	var kept []*Lease
-	deadline := time.Time{}
-	for _, l := range leases {
-		if !l.c.keep.renewing(l, nil) {
-			l.c.keep.renewed(l, nil)
-			l.keeping.Done()
-			continue
-		}
-		d := l.Deadline()
-		if deadline.IsZero() || d.Before(deadline) {
-			deadline = d
-		}
-		refs, kept = append(refs, &l.ref), append(kept, l)
-	}
-	if len(kept) == 0 {
-		return
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	start := time.Now()
-	held, errs := b.renewMany(ctx, refs)
-	for i, l := range kept {
-		err := l.renewed(l.values(), start, held[i], errs[i])
-		l.c.keep.renewed(l, err)
-		l.keeping.Done()
-	}
-}
-
 // stopKeeper ends the background renewal and the deadline's watch, and
 // waits for a renewal in flight, which it cancels, until ctx is done: a
 // cancelled request still waits for its read on a server that answers
