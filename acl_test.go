@@ -600,7 +600,8 @@ func TestACL_sentinel(t *testing.T) {
 	setUser(t, "sentinel-user", fencelock.SentinelACLRule, g.Sentinels...)
 	dial := func(sentinelUser string) redis.UniversalClient {
 		return g.Client(t, &redis.FailoverOptions{
-			Username: "fencelock", Password: aclPassword,
+			ContextTimeoutEnabled: true,
+			Username:              "fencelock", Password: aclPassword,
 			SentinelUsername: sentinelUser, SentinelPassword: aclPassword,
 			DisableIdentity: true, MaxRetries: -1, DialTimeout: time.Second,
 		})
@@ -657,7 +658,7 @@ func TestACL_cluster(t *testing.T) {
 	rule := aclRuleFor(t, admin, true, "fencelock:")
 	setUser(t, "fencelock", aclRule(serverPath(t, admin), true, "", true), cl.Servers...)
 	dial := func(t *testing.T, user string) redis.UniversalClient {
-		return cl.Client(t, &redis.ClusterOptions{Username: user, Password: aclPassword, DisableIdentity: true, MaxRetries: -1})
+		return cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true, Username: user, Password: aclPassword, DisableIdentity: true, MaxRetries: -1})
 	}
 	resetStats(t, cl.Servers...)
 

@@ -3,6 +3,7 @@ package fencelock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,6 +196,8 @@ func TestClient_badInput(t *testing.T) {
 		{MinReplicas: -1},
 		{TTL: time.Second, ReplicaTimeout: 2 * time.Second},
 		{TTL: time.Hour, TokenRetention: time.Minute},
+		{NodeTimeout: -time.Second},
+		{TTL: time.Second, NodeTimeout: time.Second},
 	} {
 		if _, err := fencelock.New(rdb, &opts).TryAcquire(ctx, "ok"); !errors.Is(err, fencelock.ErrInvalid) {
 			t.Errorf("TryAcquire with Options %+v error = %v, want ErrInvalid", opts, err)
@@ -377,4 +380,44 @@ func TestClient_TryAcquire_cancelledMidRequest(t *testing.T) {
 	if n := s.Client(t).Exists(t.Context(), "fencelock:{cancelled}").Val(); n != 0 {
 		t.Errorf("lock left behind by a cancelled acquisition: EXISTS = %d, want 0", n)
 	}
+}
+
+// go-redis bounds a request by its context's deadline only with
+// ContextTimeoutEnabled; without it, a request on a server that answers
+// nothing takes the client's ReadTimeout whatever the context, and the
+// library's deadlines (a renewal's before the lease's, Release's by its
+// context) would not hold. New and NewQuorum refuse such a client:
+// every call reports ErrInvalid naming the option, and nothing is sent.
+func TestNew_contextTimeoutRequired(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	ctx := t.Context()
+	rec := &recorder{}
+	without := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	without.AddHook(rec)
+	t.Cleanup(func() { without.Close() })
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr()}})
+	t.Cleanup(func() { cluster.Close() })
+	type wrapped struct{ *redis.Client }
+	for name, c := range map[string]*fencelock.Client{
+		"New":                       fencelock.New(without, nil),
+		"New(ClusterClient)":        fencelock.New(cluster, nil),
+		"New(a type embedding one)": fencelock.New(wrapped{without}, nil),
+		"NewQuorum":                 fencelock.NewQuorum([]redis.UniversalClient{s.Client(t), without, s.Client(t)}, nil),
+	} {
+		_, err := c.TryAcquire(ctx, "refused")
+		if !errors.Is(err, fencelock.ErrInvalid) || !strings.Contains(err.Error(), "ContextTimeoutEnabled") {
+			t.Errorf("%s: TryAcquire error = %v, want ErrInvalid naming ContextTimeoutEnabled", name, err)
+		}
+	}
+	if n, names := rec.reset(); n != 0 {
+		t.Errorf("refused clients sent %d commands %v, want none", n, names)
+	}
+	with := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { with.Close() })
+	l, err := fencelock.New(with, nil).TryAcquire(ctx, "accepted")
+	if err != nil {
+		t.Fatalf("TryAcquire with ContextTimeoutEnabled: error = %v, want nil", err)
+	}
+	l.Release(ctx)
 }

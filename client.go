@@ -46,21 +46,44 @@ type backend interface {
 // Invalid options or a nil rdb are reported, wrapping ErrInvalid, by
 // every call on the Client.
 //
-// Set ContextTimeoutEnabled in rdb's options: go-redis otherwise bounds a
-// request by its ReadTimeout and WriteTimeout (3s by default) rather than
-// by the context's deadline, so a call on an unresponsive server, the
-// cleanup of an attempt whose reply was lost included, takes up to those
-// timeouts whatever deadline its context has.
+// rdb must have ContextTimeoutEnabled set in its options, or the Client
+// reports ErrInvalid: go-redis otherwise bounds a request by its
+// ReadTimeout and WriteTimeout (3s by default) rather than by its
+// context's deadline, so on an unresponsive server a renewal would
+// outlive the lease's deadline and a call its context. A client of
+// another type, which has no go-redis Options method, is taken as it is:
+// it must end requests at their context's deadline itself.
 func New(rdb redis.UniversalClient, opts *Options) *Client {
 	cfg, err := opts.config()
-	if rdb == nil {
-		err = errors.Join(err, fmt.Errorf("%w: nil Redis client", ErrInvalid))
-	}
+	err = errors.Join(err, checkRedis(rdb, "Redis client"))
 	c := &Client{cfg: cfg, err: err}
 	c.keep = &keeper{}
 	n := newNode(rdb, &c.cfg)
 	c.be, c.el, c.hub = n, n, &wakeHub{nodes: []*node{n}}
 	return c
+}
+
+// checkRedis reports, wrapping ErrInvalid, a nil rdb, or one whose
+// go-redis options do not bound requests by their context's deadline.
+// what names it in the error.
+func checkRedis(rdb redis.UniversalClient, what string) error {
+	var enabled bool
+	switch o := rdb.(type) {
+	case nil:
+		return fmt.Errorf("%w: nil %s", ErrInvalid, what)
+	case interface{ Options() *redis.Options }: // a Client, a Sentinel failover client
+		enabled = o.Options().ContextTimeoutEnabled
+	case interface{ Options() *redis.ClusterOptions }:
+		enabled = o.Options().ContextTimeoutEnabled
+	case interface{ Options() *redis.RingOptions }:
+		enabled = o.Options().ContextTimeoutEnabled
+	default:
+		return nil
+	}
+	if !enabled {
+		return fmt.Errorf("%w: %s without ContextTimeoutEnabled: go-redis would bound its requests by ReadTimeout, not by their context's deadline", ErrInvalid, what)
+	}
+	return nil
 }
 
 // TryAcquire makes one attempt to acquire the lock named name. If another

@@ -20,7 +20,7 @@ import (
 func TestCluster_failover(t *testing.T) {
 	t.Parallel()
 	cl := redistest.NewCluster(t)
-	rdb := cl.Client(t, &redis.ClusterOptions{MaxRetries: -1, DialTimeout: time.Second})
+	rdb := cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
 	opts := topologyOptions
 	opts.Prefix = "{x}" // every key of every lock in one slot, on one master
 	c := fencelock.New(rdb, &opts)
@@ -65,7 +65,7 @@ func TestCluster_failover(t *testing.T) {
 	if n, err := oldRDB.Exists(ctx, "{x}{unreplicated}").Result(); err != nil || n != 0 {
 		t.Errorf("after the failed acquisition, EXISTS lock = %d, %v; want 0", n, err)
 	}
-	replicaRDB := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	replicaRDB := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: replica.Addr()})
 	t.Cleanup(func() { replicaRDB.Close() })
 	replicaRDB.Do(ctx, "READONLY")
 	if v, err := replicaRDB.Get(ctx, "{x}{t}:token").Int64(); err != nil || v != replicated {
@@ -139,7 +139,7 @@ func TestCluster_failoverFirstCall(t *testing.T) {
 		t.Run(call, func(t *testing.T) {
 			t.Parallel()
 			cl := redistest.NewCluster(t)
-			rdb := cl.Client(t, &redis.ClusterOptions{MaxRetries: -1, DialTimeout: time.Second})
+			rdb := cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
 			ctx := t.Context()
 			c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: -1})
 			l, err := c.TryAcquire(ctx, call)

@@ -499,7 +499,7 @@ func TestElection_observeReconnect(t *testing.T) {
 	// observer in time.
 	opts := fencelock.Options{TTL: time.Minute, RetryInterval: time.Minute}
 	p := redistest.NewProxy(t, srv.Addr())
-	ordb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ReadTimeout: time.Second})
+	ordb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: p.Addr(), MaxRetries: -1, ReadTimeout: time.Second})
 	t.Cleanup(func() { ordb.Close() })
 	w := observe(t, ctx, fencelock.New(ordb, &opts).Election("reconnect"))
 	c := fencelock.New(srv.Client(t), &opts)

@@ -19,9 +19,9 @@ func ExampleElection() {
 	var reports fence.Memory // the protected resource; see package fence for Redis, SQL, HTTP
 
 	// Two replicas, each with its own connection, as in two processes.
-	rdbA := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdbA := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdbA.Close()
-	rdbB := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdbB := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdbB.Close()
 	a := fencelock.New(rdbA, nil).Election("example:nightly")
 	b := fencelock.New(rdbB, nil).Election("example:nightly")
@@ -64,7 +64,7 @@ func ExampleElection() {
 }
 
 func ExampleElection_Observe() {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // ends the observation

@@ -11,7 +11,7 @@ import (
 
 func ExampleClient_Holder() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, nil)
 

@@ -13,7 +13,7 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, nil)
 	var store fence.Memory // the protected resource; see package fence for Redis, SQL, HTTP
@@ -43,7 +43,7 @@ func Example() {
 
 func ExampleClient_TryAcquire() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, nil)
 
@@ -72,7 +72,7 @@ func ExampleClient_TryAcquire() {
 
 func ExampleLease_Context() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, &fencelock.Options{TTL: time.Second})
 
@@ -94,7 +94,7 @@ func ExampleLease_Context() {
 
 func ExampleClient_Do() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, nil)
 	var store fence.Memory

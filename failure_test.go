@@ -71,7 +71,7 @@ func TestClient_releasePublishRefused(t *testing.T) {
 	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER"}, toAny(rules)...)...).Err(); err != nil {
 		t.Fatalf("ACL SETUSER %v: %v", rules, err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "nochannel", Password: "pw"})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), Username: "nochannel", Password: "pw"})
 	t.Cleanup(func() { rdb.Close() })
 	const name = "unannounced"
 	if err := rdb.Publish(ctx, "fencelock:{"+name+"}:released", "").Err(); !redis.HasErrorPrefix(err, "NOPERM") {
@@ -95,7 +95,7 @@ func TestClient_releasePublishRefused(t *testing.T) {
 func TestClient_timeout(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	c := fencelock.New(rdb, nil)
 	s.Pause(t)

@@ -139,7 +139,7 @@ func TestHolder_invalidName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
 	defer rdb.Close()
 	c := fencelock.New(rdb, nil)
 	for _, name := range []string{"", strings.Repeat("x", fencelock.MaxNameLen+1), "a{b", "new\nline"} {

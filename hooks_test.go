@@ -399,7 +399,7 @@ func TestLogger_leaseLost(t *testing.T) {
 func TestLogger_renewRecovers(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	var buf syncBuffer
 	h := newHookLog()

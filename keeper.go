@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"sync"
@@ -23,7 +24,7 @@ import (
 // many leases renews them at a fraction of a round trip each.
 type keeper struct {
 	mu    sync.Mutex
-	queue []*Lease    // a min-heap by schedule.at
+	queue leaseHeap   // a min-heap by schedule.at
 	timer *time.Timer // fires keeper.fire; made on first use
 	armed time.Time   // when the timer fires; zero while it is not armed
 }
@@ -65,8 +66,9 @@ func (k *keeper) add(l *Lease, renew bool) {
 }
 
 // remove ends the lease's background work, cancelling a renewal in
-// flight; the caller waits for it with l.keeping.
-func (k *keeper) remove(l *Lease) {
+// flight, and reports whether one is; the caller waits for it with
+// l.keeping.
+func (k *keeper) remove(l *Lease) (inflight bool) {
 	k.mu.Lock()
 	s := &l.sched
 	s.stopped = true
@@ -74,11 +76,12 @@ func (k *keeper) remove(l *Lease) {
 	if s.pos > 0 {
 		k.delete(s.pos - 1)
 	}
-	cancel := s.cancel
+	cancel, inflight := s.cancel, s.inflight
 	k.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
+	return inflight
 }
 
 // extended moves a lease's deadline to d after a renewal.
@@ -197,6 +200,40 @@ func (k *keeper) fire() {
 	}
 }
 
+// keepMany renews leases of one Client in the background together, in
+// one round trip per batch (batchRenewer); the keeper has counted each in
+// its l.keeping. Release cannot cancel a batch; it waits for it until
+// its context ends.
+func keepMany(b batchRenewer, leases []*Lease) {
+	var refs []*lockRef
+	var kept []*Lease
+	deadline := time.Time{}
+	for _, l := range leases {
+		if !l.c.keep.renewing(l, nil) {
+			l.c.keep.renewed(l, nil)
+			l.keeping.Done()
+			continue
+		}
+		d := l.Deadline()
+		if deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+		refs, kept = append(refs, &l.ref), append(kept, l)
+	}
+	if len(kept) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	held, errs := b.renewMany(ctx, refs)
+	for i, l := range kept {
+		err := l.renewed(l.values(), start, held[i], errs[i])
+		l.c.keep.renewed(l, err)
+		l.keeping.Done()
+	}
+}
+
 // maxBatch bounds the renewals sent in one pipeline.
 const maxBatch = 128
 
@@ -248,66 +285,34 @@ func (k *keeper) arm(t time.Time) {
 // The heap: queue[0] has the earliest schedule.at; each lease knows its
 // position, so that any entry can be moved or removed.
 
-func (k *keeper) push(l *Lease) {
-	k.queue = append(k.queue, l)
-	l.sched.pos = len(k.queue)
-	k.up(len(k.queue) - 1)
+func (k *keeper) push(l *Lease) { heap.Push(&k.queue, l) }
+func (k *keeper) delete(i int)  { heap.Remove(&k.queue, i) }
+func (k *keeper) fix(i int)     { heap.Fix(&k.queue, i) }
+
+// leaseHeap is a container/heap of leases by schedule.at, which keeps
+// each lease's schedule.pos (1 + its index, 0 once removed).
+type leaseHeap []*Lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].sched.at.Before(h[j].sched.at) }
+
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].sched.pos = i + 1
+	h[j].sched.pos = j + 1
 }
 
-func (k *keeper) delete(i int) {
-	last := len(k.queue) - 1
-	k.queue[i].sched.pos = 0
-	if i != last {
-		k.queue[i] = k.queue[last]
-		k.queue[i].sched.pos = i + 1
-	}
-	k.queue[last] = nil
-	k.queue = k.queue[:last]
-	if i != last {
-		k.fix(i)
-	}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*Lease)
+	*h = append(*h, l)
+	l.sched.pos = len(*h)
 }
 
-func (k *keeper) fix(i int) {
-	if !k.up(i) {
-		k.down(i)
-	}
-}
-
-func (k *keeper) less(i, j int) bool { return k.queue[i].sched.at.Before(k.queue[j].sched.at) }
-
-func (k *keeper) swap(i, j int) {
-	k.queue[i], k.queue[j] = k.queue[j], k.queue[i]
-	k.queue[i].sched.pos = i + 1
-	k.queue[j].sched.pos = j + 1
-}
-
-// up moves entry i towards the root and reports whether it moved.
-func (k *keeper) up(i int) bool {
-	moved := false
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !k.less(i, parent) {
-			break
-		}
-		k.swap(i, parent)
-		i, moved = parent, true
-	}
-	return moved
-}
-
-func (k *keeper) down(i int) {
-	for {
-		least := i
-		for _, c := range [...]int{2*i + 1, 2*i + 2} {
-			if c < len(k.queue) && k.less(c, least) {
-				least = c
-			}
-		}
-		if least == i {
-			return
-		}
-		k.swap(i, least)
-		i = least
-	}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.sched.pos = 0
+	return l
 }

@@ -214,44 +214,26 @@ func (l *Lease) keep() {
 	l.c.keep.renewed(l, err)
 }
 
-// keepMany renews leases of one Client in the background together, in
-// one round trip per batch (batchRenewer); the keeper has counted each in
-// its l.keeping. Release cannot cancel a batch; it waits for it.
-func keepMany(b batchRenewer, leases []*Lease) {
-	var refs []*lockRef
-	var kept []*Lease
-	deadline := time.Time{}
-	for _, l := range leases {
-		if !l.c.keep.renewing(l, nil) {
-			l.c.keep.renewed(l, nil)
-			l.keeping.Done()
-			continue
-		}
-		d := l.Deadline()
-		if deadline.IsZero() || d.Before(deadline) {
-			deadline = d
-		}
-		refs, kept = append(refs, &l.ref), append(kept, l)
-	}
-	if len(kept) == 0 {
-		return
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	start := time.Now()
-	held, errs := b.renewMany(ctx, refs)
-	for i, l := range kept {
-		err := l.renewed(l.values(), start, held[i], errs[i])
-		l.c.keep.renewed(l, err)
-		l.keeping.Done()
-	}
-}
-
 // stopKeeper ends the background renewal and the deadline's watch, and
-// waits for a renewal in flight, which it cancels.
-func (l *Lease) stopKeeper() {
-	l.c.keep.remove(l)
-	l.keeping.Wait()
+// waits for a renewal in flight, which it cancels, until ctx is done: a
+// cancelled request still waits for its read on a server that answers
+// nothing, and a batch cannot be cancelled at all.
+func (l *Lease) stopKeeper(ctx context.Context) error {
+	if !l.c.keep.remove(l) {
+		l.keeping.Wait() // at most the renewal's last bookkeeping
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		l.keeping.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("a renewal in flight did not end: %w", context.Cause(ctx))
+	}
 }
 
 // expire runs when the keeper finds the deadline passed; a renewal may
@@ -278,8 +260,8 @@ func (l *Lease) lose(ctx context.Context, cause error) {
 	}
 }
 
-// Release ends the lease: it stops the renewal, waits for it to exit, and
-// deletes the lock if this lease still holds it (compare-and-delete, one
+// Release ends the lease: it stops the renewal, waits for it to exit
+// (until ctx is done), and deletes the lock if this lease still holds it (compare-and-delete, one
 // round trip), waking the lock's waiters. If the lease had been lost, or
 // the lock is gone or held by another owner, the error wraps
 // ErrLeaseLost and the other holder's lock is untouched.
@@ -287,7 +269,10 @@ func (l *Lease) lose(ctx context.Context, cause error) {
 // A Release that reached no decision (a network or Redis error: the lock
 // may still be held until its TTL runs out) returns that error and may be
 // called again; the lease is not renewed any more all the same, and its
-// Context ends. Once a Release has reached a decision, later calls return
+// Context ends. So does a Release whose ctx ends before the request is
+// decided, a renewal in flight included: its error wraps ctx's error, and
+// the lock may be held until the lease's Deadline, which no renewal moves
+// after Release. Once a Release has reached a decision, later calls return
 // its result and send nothing.
 func (l *Lease) Release(ctx context.Context) error {
 	l.releaseMu.Lock()
@@ -304,14 +289,22 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 func (l *Lease) release(ctx context.Context) (decided bool, err error) {
-	l.stopKeeper()
+	start := l.c.cfg.now()
+	defer func() { l.observeRelease(ctx, start, err) }()
+	if err := l.stopKeeper(ctx); err != nil {
+		// Nothing was sent: the lock stays held until the deadline,
+		// which the renewal, ending after Release, cannot move.
+		l.finish(context.Canceled)
+		return false, fmt.Errorf("release %q: %w", l.ref.name, err)
+	}
 	var lost error
 	if end := l.ended(); errors.Is(end, ErrLeaseLost) {
 		lost = end
 	}
-	start := l.c.cfg.now()
-	defer func() { l.observeRelease(ctx, start, err) }()
 	deleted, err := l.c.be.release(ctx, &l.ref)
+	if err != nil {
+		err = joinContext(ctx, err)
+	}
 	if deleted {
 		// This Client's next waiter need not wait for the publish to come back.
 		l.c.hub.wakeHead(l.ref.channel)
@@ -334,6 +327,19 @@ func (l *Lease) release(ctx context.Context) (decided bool, err error) {
 		return true, fmt.Errorf("release %q: %w", l.ref.name, lost)
 	}
 	return true, nil
+}
+
+// joinContext joins ctx's error to err, a request's, if ctx's deadline
+// ended it: go-redis reports a request cut at the context's deadline as an
+// i/o timeout, sometimes a moment before the context itself is done.
+func joinContext(ctx context.Context, err error) error {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done()
+	}
+	if ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return errors.Join(err, context.Cause(ctx))
 }
 
 // String names the lease by its lock, token and public ID, never by its

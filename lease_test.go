@@ -232,7 +232,7 @@ func TestLease_keeper(t *testing.T) {
 func TestLease_serverPaused(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := t.Context()
 	// The drift allowance (TTL/100 + 2ms) must also absorb the timer's
@@ -270,7 +270,7 @@ func TestLease_serverPaused(t *testing.T) {
 func TestLease_Release_retry(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	rec := &recorder{}
 	rdb.AddHook(rec)
@@ -492,5 +492,270 @@ func TestLease_Deadline(t *testing.T) {
 			t.Fatalf("Renew error = %v", err)
 		}
 		check(fmt.Sprintf("after renewal %d", i+1), before, l)
+	}
+}
+
+// Release returns by its context even while a background renewal is in
+// flight to a server that answers nothing (SIGSTOP): it does not wait for
+// the renewal's read. The lease is then not released: the error wraps the
+// context's, not ErrLeaseLost, its Deadline still holds, and a later
+// Release, once the server answers, deletes the lock. Leases renewed one
+// by one and in one pipeline alike.
+func TestLease_Release_byContextWhileRenewing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		leases int
+	}{{"single", 1}, {"batched", 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := redistest.New(t)
+			// The renewal's read is bounded by its context's deadline
+			// (the lease's, ~10s away) and ReadTimeout (3s): far longer
+			// than the release's context.
+			rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			inflight := &renewalsSent{sent: make(chan int, 1)}
+			rdb.AddHook(inflight)
+			ctx := t.Context()
+			c := fencelock.New(rdb, &fencelock.Options{TTL: 10 * time.Second, RenewInterval: time.Second})
+			var leases []*fencelock.Lease
+			for i := range tc.leases {
+				l, err := c.TryAcquire(ctx, fmt.Sprintf("in-flight-%d", i))
+				if err != nil {
+					t.Fatalf("TryAcquire error = %v", err)
+				}
+				leases = append(leases, l)
+			}
+			s.Pause(t)
+			t.Cleanup(func() { s.Resume(t) })
+			inflight.armed.Store(true)
+			select {
+			case n := <-inflight.sent:
+				if tc.leases > 1 && n < 2 {
+					t.Fatalf("renewal sent for %d lease, want a pipeline of several", n)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no renewal within 10s, with RenewInterval 1s")
+			}
+			deadlines := make([]time.Time, len(leases))
+			errs := make([]error, len(leases))
+			took := make([]time.Duration, len(leases))
+			var wg sync.WaitGroup
+			for i, l := range leases {
+				deadlines[i] = l.Deadline()
+				wg.Go(func() {
+					rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+					defer cancel()
+					start := time.Now()
+					errs[i] = l.Release(rctx)
+					took[i] = time.Since(start)
+				})
+			}
+			wg.Wait()
+			for i, l := range leases {
+				if took[i] > 2*time.Second {
+					t.Errorf("lease %d: Release with a 200ms context took %v, want < 2s", i, took[i])
+				}
+				if !errors.Is(errs[i], context.DeadlineExceeded) || errors.Is(errs[i], fencelock.ErrLeaseLost) {
+					t.Errorf("lease %d: Release error = %v, want one wrapping context.DeadlineExceeded, not ErrLeaseLost", i, errs[i])
+				}
+				if d := l.Deadline(); !d.Equal(deadlines[i]) {
+					t.Errorf("lease %d: Deadline moved from %v to %v by a Release that decided nothing", i, deadlines[i], d)
+				}
+			}
+			s.Resume(t)
+			for i, l := range leases {
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("lease %d: Release once the server answers: error = %v, want nil", i, err)
+				}
+				if n := rdb.Exists(ctx, fmt.Sprintf("fencelock:{in-flight-%d}", i)).Val(); n != 0 {
+					t.Errorf("lease %d: lock EXISTS = %d after the second Release, want 0", i, n)
+				}
+			}
+		})
+	}
+}
+
+// renewalsSent is a go-redis hook that, once armed, reports how many
+// renewals (scripts, or SET for the native renewal) the first request
+// that carries any has; the capabilities probe is not one.
+type renewalsSent struct {
+	armed atomic.Bool
+	sent  chan int
+}
+
+func (h *renewalsSent) report(cmds ...redis.Cmder) {
+	n := 0
+	for _, cmd := range cmds {
+		switch cmd.Name() {
+		case "evalsha", "eval", "set":
+			n++
+		}
+	}
+	if n > 0 && h.armed.Load() {
+		select {
+		case h.sent <- n:
+		default:
+		}
+	}
+}
+
+func (h *renewalsSent) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *renewalsSent) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.report(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *renewalsSent) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.report(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// After a failed background renewal the keeper retries at a quarter of
+// RenewInterval, not a whole one: a lease whose server hiccups gets
+// several more tries before its deadline.
+func TestLease_keeperRetriesEarly(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	fail := &failRenewals{}
+	rdb.AddHook(fail)
+	const every = time.Second
+	var mu sync.Mutex
+	var failed []time.Time
+	c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: every, Hooks: &fencelock.Hooks{
+		RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
+			if i.Err != nil {
+				mu.Lock()
+				failed = append(failed, time.Now())
+				mu.Unlock()
+			}
+		},
+	}})
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "retried-early")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	fail.armed.Store(true)
+	redistest.WaitFor(t, 20*time.Second, "four failed renewals", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(failed) >= 4
+	})
+	fail.armed.Store(false)
+	mu.Lock()
+	var gaps []time.Duration
+	for i := 1; i < 4; i++ {
+		gaps = append(gaps, failed[i].Sub(failed[i-1]))
+	}
+	mu.Unlock()
+	slices.Sort(gaps)
+	if median := gaps[1]; median > every/2 {
+		t.Errorf("retries after failed renewals %v apart (median %v), want about RenewInterval/4 = %v (< %v)", gaps, median, every/4, every/2)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release error = %v", err)
+	}
+}
+
+// failRenewals is a go-redis hook that, once armed, fails every command
+// at once without sending it: in these tests, only renewals are sent
+// while it is armed.
+type failRenewals struct{ armed atomic.Bool }
+
+var errInjected = errors.New("injected failure")
+
+func (h *failRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() {
+			for _, cmd := range cmds {
+				cmd.SetErr(errInjected)
+			}
+			return errInjected
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A lease is lost at its deadline even while a background renewal is in
+// flight and does not end (a client that ignores the request's context):
+// the keeper does not wait for the renewal to learn of the loss.
+func TestLease_lostWhileRenewalHangs(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	hang := &hangRenewals{release: make(chan struct{}), sent: make(chan struct{}, 1)}
+	rdb.AddHook(hang)
+	t.Cleanup(func() { close(hang.release) })
+	const ttl = time.Second
+	c := fencelock.New(rdb, &fencelock.Options{TTL: ttl, RenewInterval: 100 * time.Millisecond})
+	l, err := c.TryAcquire(t.Context(), "hung")
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	hang.armed.Store(true)
+	select {
+	case <-hang.sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal within 10s, with RenewInterval 100ms")
+	}
+	deadline := l.Deadline()
+	waitDone(t, l.Context(), 10*time.Second)
+	if late := time.Since(deadline); late > 2*time.Second {
+		t.Errorf("lease lost %v after its deadline while a renewal hung, want < 2s", late)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("Cause = %v, want ErrLeaseLost", cause)
+	}
+}
+
+// hangRenewals is a go-redis hook that, once armed, holds every command
+// until release is closed, whatever its context.
+type hangRenewals struct {
+	armed   atomic.Bool
+	release chan struct{}
+	sent    chan struct{}
+}
+
+func (h *hangRenewals) hold() {
+	if h.armed.Load() {
+		select {
+		case h.sent <- struct{}{}:
+		default:
+		}
+		<-h.release
+	}
+}
+
+func (h *hangRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *hangRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *hangRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold()
+		return next(ctx, cmds)
 	}
 }

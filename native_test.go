@@ -143,7 +143,7 @@ func TestClient_nativeRefused(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "SETUSER", "noset", "on", ">pw", "~*", "&*", "+@all", "-set").Err(); err != nil {
 		t.Fatalf("ACL SETUSER noset: %v", err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "lua", Password: "pw"})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), Username: "lua", Password: "pw"})
 	t.Cleanup(func() { rdb.Close() })
 	rec := &recorder{}
 	rdb.AddHook(rec)
@@ -171,7 +171,7 @@ func TestClient_nativeRefused(t *testing.T) {
 		t.Fatalf("TryAcquire error = %v", err)
 	}
 	defer l.Release(ctx)
-	noset := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "noset", Password: "pw"})
+	noset := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), Username: "noset", Password: "pw"})
 	t.Cleanup(func() { noset.Close() })
 	attached, err := fencelock.New(noset, nil).Attach("renewed", l.Secret(), l.Token())
 	if err != nil {

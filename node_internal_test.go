@@ -56,7 +56,7 @@ func TestClassOf(t *testing.T) {
 	if err := rdb.Do(ctx, "ACL", "SETUSER", "noget", "on", ">pw", "~*", "+@all", "-get").Err(); err != nil {
 		t.Fatal(err)
 	}
-	noget := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "noget", Password: "pw"})
+	noget := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), Username: "noget", Password: "pw"})
 	t.Cleanup(func() { noget.Close() })
 	rdb.RPush(ctx, "list", "x")
 	for _, tc := range []struct {

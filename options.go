@@ -56,6 +56,19 @@ type Options struct {
 	// Default: 1s, or TTL/4 if that is shorter.
 	ReplicaTimeout time.Duration
 
+	// NodeTimeout bounds each node's request in a round of a Client from
+	// NewQuorum (acquire, write-back, renew, release), as Redlock's rule
+	// has it: small against the TTL, so that a node that stops answering
+	// (a paused process, a lost network) costs a round at most this long
+	// rather than the Redis client's read timeout, and an acquisition
+	// decided without it keeps most of its validity. A node that does not
+	// answer in time counts as failed. With MinReplicas, ReplicaTimeout is
+	// added to the default. It must be shorter than the TTL less the drift
+	// allowance. A Client from New ignores it: its requests end with their
+	// context.
+	// Default: TTL/10, at most 500ms.
+	NodeTimeout time.Duration
+
 	// TokenRetention is how long the per-lock token counter is kept after
 	// its lock was last used: each acquisition and renewal sets the
 	// counter to expire TokenRetention after the lock itself would, so a
@@ -85,6 +98,7 @@ type Options struct {
 // config is Options with defaults applied and derived values computed.
 type config struct {
 	ttl, renewEvery, retry, replicaTimeout, retention, drift time.Duration
+	nodeTimeout                                              time.Duration
 	prefix                                                   string
 	minReplicas                                              int
 	hooks                                                    *Hooks
@@ -124,6 +138,7 @@ func (o *Options) config() (config, error) {
 		renewEvery:     opts.RenewInterval,
 		retry:          opts.RetryInterval,
 		replicaTimeout: opts.ReplicaTimeout,
+		nodeTimeout:    opts.NodeTimeout,
 		retention:      opts.TokenRetention,
 		prefix:         opts.Prefix,
 		minReplicas:    opts.MinReplicas,
@@ -167,6 +182,16 @@ func (o *Options) config() (config, error) {
 	}
 	if c.replicaTimeout < time.Millisecond || c.replicaTimeout >= c.ttl {
 		return c, fmt.Errorf("%w: ReplicaTimeout %v not in [1ms, TTL %v)", ErrInvalid, c.replicaTimeout, c.ttl)
+	}
+	if c.nodeTimeout == 0 {
+		c.nodeTimeout = min(c.ttl/10, 500*time.Millisecond)
+		if c.minReplicas > 0 {
+			c.nodeTimeout += c.replicaTimeout
+		}
+		c.nodeTimeout = min(c.nodeTimeout, c.ttl-c.drift-time.Millisecond)
+	}
+	if c.nodeTimeout <= 0 || c.nodeTimeout >= c.ttl-c.drift {
+		return c, fmt.Errorf("%w: NodeTimeout %v not in (0, TTL %v less drift %v)", ErrInvalid, c.nodeTimeout, c.ttl, c.drift)
 	}
 	switch {
 	case c.retention == 0:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Lock names come from callers and, through the CLI, from argv: checkName
@@ -28,4 +29,24 @@ func FuzzCheckName(f *testing.F) {
 			t.Fatalf("checkName(%q) = %v, want ErrInvalid", name, err)
 		}
 	})
+}
+
+// A quorum node's request timeout is small against the TTL by default,
+// and leaves room for WAIT with MinReplicas.
+func TestOptions_nodeTimeoutDefault(t *testing.T) {
+	for _, tc := range []struct {
+		opts Options
+		want time.Duration
+	}{
+		{Options{TTL: time.Second}, 100 * time.Millisecond},
+		{Options{}, 500 * time.Millisecond},
+		{Options{TTL: time.Minute}, 500 * time.Millisecond},
+		{Options{TTL: time.Minute, MinReplicas: 1}, 1500 * time.Millisecond},
+		{Options{TTL: time.Minute, NodeTimeout: 3 * time.Second}, 3 * time.Second},
+	} {
+		cfg, err := tc.opts.config()
+		if err != nil || cfg.nodeTimeout != tc.want {
+			t.Errorf("Options %+v: nodeTimeout = %v, %v; want %v, nil", tc.opts, cfg.nodeTimeout, err, tc.want)
+		}
+	}
 }

@@ -53,8 +53,9 @@ var (
 // the newest token. Waiters in Acquire subscribe to the release channel on
 // every node, so one node down does not delay their wake-up.
 //
-// Invalid options, no nodes or a nil node are reported, wrapping
-// ErrInvalid, by every call on the Client.
+// Invalid options, no nodes, or a node that is nil or lacks
+// ContextTimeoutEnabled (see New) are reported, wrapping ErrInvalid, by
+// every call on the Client.
 func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 	cfg, err := opts.config()
 	if len(nodes) == 0 {
@@ -64,9 +65,7 @@ func NewQuorum(nodes []redis.UniversalClient, opts *Options) *Client {
 	c.keep = &keeper{}
 	q := &quorum{cfg: &c.cfg}
 	for i, rdb := range nodes {
-		if rdb == nil {
-			err = errors.Join(err, fmt.Errorf("%w: quorum node %d is a nil Redis client", ErrInvalid, i))
-		}
+		err = errors.Join(err, checkRedis(rdb, fmt.Sprintf("Redis client for quorum node %d", i)))
 		q.nodes = append(q.nodes, newNode(rdb, &c.cfg))
 	}
 	c.err = err
@@ -120,11 +119,13 @@ type reply struct {
 // round sends f to every node at once, and tallies the replies until the
 // majority question is decided: yes when a majority answered ok, no when
 // so many answered otherwise that a majority cannot be reached, or until
-// ctx is done. The requests run detached from ctx for up to timeout, so
-// the nodes that have not answered yet still get them (a lock or token on
-// more nodes than a bare majority survives more failures); their replies
-// are collected in the background. each, if not nil, sees every reply
-// tallied.
+// ctx is done. The requests run detached from ctx for up to timeout, and
+// no longer than NodeTimeout, so the nodes that have not answered yet
+// still get them (a lock or token on more nodes than a bare majority
+// survives more failures), and a node that answers nothing fails the
+// round's request soon (Redlock's timeout, small against the TTL): the
+// round is decided without it. The late replies are collected in the
+// background. each, if not nil, sees every reply tallied.
 func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, n *node) reply, each func(reply)) tally {
 	// Buffered for every reply: a request that ends after the decision
 	// sends without anyone receiving, and the last one to end cancels the
@@ -133,7 +134,7 @@ func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx co
 	rs := &requests{}
 	rs.left.Store(int32(len(q.nodes)))
 	var rctx context.Context
-	rctx, rs.cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	rctx, rs.cancel = context.WithTimeout(context.WithoutCancel(ctx), min(timeout, q.cfg.nodeTimeout))
 	for i, n := range q.nodes {
 		go rs.ask(rctx, i, n, f, replies)
 	}

@@ -25,7 +25,7 @@ var topologyOptions = fencelock.Options{TTL: 3 * time.Second, RetryInterval: 100
 func TestSentinel_failover(t *testing.T) {
 	t.Parallel()
 	g := redistest.NewSentinelGroup(t)
-	rdb := g.Client(t, &redis.FailoverOptions{MaxRetries: -1, DialTimeout: time.Second})
+	rdb := g.Client(t, &redis.FailoverOptions{ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
 	c := fencelock.New(rdb, &topologyOptions)
 	ctx := t.Context()
 	old := g.Master(t)

@@ -66,7 +66,7 @@ func TestTLS_unverified(t *testing.T) {
 		{"no client certificate", s.Addr(), noCert, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rdb := redis.NewClient(&redis.Options{Addr: tc.addr, TLSConfig: tc.tls, MaxRetries: -1, DialTimeout: time.Second})
+			rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: tc.addr, TLSConfig: tc.tls, MaxRetries: -1, DialTimeout: unverifiedDial, DialerRetries: 1})
 			t.Cleanup(func() { rdb.Close() })
 			assertRefused(t, fencelock.New(rdb, refusedOptions), tc.as)
 		})
@@ -76,7 +76,7 @@ func TestTLS_unverified(t *testing.T) {
 func TestTLS_unverifiedSentinel(t *testing.T) {
 	t.Parallel()
 	g := redistest.StartSentinelGroup(t, &redistest.GroupOptions{TLS: redistest.NewTLS(t)})
-	rdb := g.Client(t, &redis.FailoverOptions{TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
+	rdb := g.Client(t, &redis.FailoverOptions{ContextTimeoutEnabled: true, TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: unverifiedDial, DialerRetries: 1})
 	var unknownCA x509.UnknownAuthorityError
 	assertRefused(t, fencelock.New(rdb, refusedOptions), &unknownCA)
 }
@@ -84,10 +84,20 @@ func TestTLS_unverifiedSentinel(t *testing.T) {
 func TestTLS_unverifiedCluster(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, &redistest.GroupOptions{TLS: redistest.NewTLS(t)})
-	rdb := cl.Client(t, &redis.ClusterOptions{TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: time.Second})
+	rdb := cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true, TLSConfig: redistest.NewTLS(t).Config(), MaxRetries: -1, DialTimeout: unverifiedDial, DialerRetries: 1})
 	var unknownCA x509.UnknownAuthorityError
 	assertRefused(t, fencelock.New(rdb, refusedOptions), &unknownCA)
 }
+
+// unverifiedDial bounds the dial of a connection whose certificate is
+// refused. go-redis retries a failed dial (DialerRetries, 5 by default,
+// 100ms apart) and keeps only the last attempt's error; a Sentinel client
+// does so for each sentinel inside the master's dial, all within one
+// DialTimeout. On a loaded machine, the TLS handshakes then outlast it,
+// and the attempt cut by the deadline replaces the certificate error
+// with "context deadline exceeded". One attempt per dial, with time to
+// finish its handshake, fails for the reason the tests check.
+const unverifiedDial = 10 * time.Second
 
 // refusedOptions give leases room: a call over a connection that is
 // refused must fail for that reason, not because a slow discovery let

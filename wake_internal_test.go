@@ -49,6 +49,9 @@ func TestClient_Acquire_fifo(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// Each release wakes the next waiter at once: the retry interval is a
+	// minute, so a waiter left to its timer would show.
+	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("Release error = %v", err)
 	}
@@ -56,11 +59,49 @@ func TestClient_Acquire_fifo(t *testing.T) {
 		if i := <-got; i != want {
 			t.Fatalf("waiter %d acquired next, want waiter %d (FIFO)", i, want)
 		}
+		if d := time.Since(released); d > 5*time.Second {
+			t.Errorf("waiter %d acquired %v after the release, want < 5s (woken, RetryInterval 1m)", want, d)
+		}
+		released = time.Now()
 		if err := (<-leases).Release(ctx); err != nil {
 			t.Fatalf("Release error = %v", err)
 		}
 	}
 	if n := c.queued("fifo"); n != 0 {
 		t.Errorf("%d waiters still queued after all acquired, want 0", n)
+	}
+}
+
+// The hub hands a wake to the head, and on: a wake for the lock goes to
+// the head waiter alone, and a head that leaves with a wake it did not
+// use passes it to the next waiter at once, which would otherwise wait
+// for its retry timer with the lock free.
+func TestWakeHub_handsWakeOn(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := New(rdb, nil)
+	channel := c.cfg.channel("handed-on")
+	head := c.hub.join(ctx, channel, time.Second)
+	next := c.hub.join(ctx, channel, time.Second)
+	defer c.hub.leave(channel, next)
+	pending := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	c.hub.wakeHead(channel)
+	if len(head.wake) != 1 || len(next.wake) != 0 {
+		t.Errorf("wakeHead: wakes pending %d at the head, %d at the second waiter; want 1, 0", len(head.wake), len(next.wake))
+	}
+	c.hub.leave(channel, head)
+	if !pending(next.wake) {
+		t.Errorf("the head left with a wake pending: the next waiter has no wake, want it handed on")
+	}
+	if pending(next.promoted) {
+		t.Errorf("the next waiter was promoted (left to its timer), want the wake handed on")
 	}
 }

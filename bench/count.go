@@ -99,5 +99,5 @@ func countingClients(addrs []string) ([]*redis.Client, []*counter) {
 }
 
 func newClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr}) // go-redis defaults for every contestant
+	return redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: addr}) // go-redis defaults for every contestant, deadlines honoured (fencelock requires it)
 }

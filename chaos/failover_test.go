@@ -245,7 +245,7 @@ func TestClusterFailover(t *testing.T) {
 // (re)joining replica at once rather than after the default 5 s.
 func noSyncDelay(t *testing.T, servers ...*redistest.Server) {
 	for _, s := range servers {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr()})
 		err := rdb.ConfigSet(t.Context(), "repl-diskless-sync-delay", "0").Err()
 		rdb.Close()
 		if err != nil {
@@ -260,7 +260,7 @@ func settled(t *testing.T, g *redistest.SentinelGroup) bool {
 	ctx := t.Context()
 	var master string
 	for _, addr := range g.SentinelAddrs() {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		sc := redis.NewSentinelClient(&redis.Options{ContextTimeoutEnabled: true, Addr: addr, MaxRetries: -1})
 		hp, err := sc.GetMasterAddrByName(ctx, redistest.MasterName).Result()
 		sc.Close()
 		if err != nil {
@@ -272,7 +272,7 @@ func settled(t *testing.T, g *redistest.SentinelGroup) bool {
 			return false
 		}
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: master, MaxRetries: -1})
 	defer rdb.Close()
 	info, err := rdb.Info(ctx, "replication").Result()
 	if err != nil || !strings.Contains(info, "role:master") {

@@ -279,3 +279,22 @@ func TestInstrumentation_fence(t *testing.T) {
 		t.Errorf("fence.accesses{put, stale} = %d, want 1", got)
 	}
 }
+
+// An acquisition too few replicas acknowledged is counted, and its span
+// marked, as not_replicated, not as not_acquired or an error.
+func TestInstrumentation_notReplicated(t *testing.T) {
+	tm := newTelemetry(t, fenceotel.Options{})
+	rdb := redistest.New(t).Client(t) // no replica: WAIT is never satisfied
+	c := fencelock.New(rdb, &fencelock.Options{MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond, Hooks: tm.Hooks()})
+	if _, err := c.TryAcquire(t.Context(), "unreplicated"); !errors.Is(err, fencelock.ErrNotReplicated) {
+		t.Fatalf("TryAcquire error = %v, want ErrNotReplicated", err)
+	}
+	for result, want := range map[string]int64{"not_replicated": 1, "not_acquired": 0, "error": 0, "acquired": 0} {
+		if got := tm.sum(t, "fencelock.acquires", attribute.String("fencelock.result", result)); got != want {
+			t.Errorf("fencelock.acquires{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+	if spans := tm.ended("fencelock.acquire"); len(spans) != 1 || attr(spans[0], "fencelock.result").AsString() != "not_replicated" {
+		t.Errorf("acquire spans = %d, want 1 with fencelock.result not_replicated", len(spans))
+	}
+}

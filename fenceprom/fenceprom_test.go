@@ -367,3 +367,22 @@ func TestCollector_lint(t *testing.T) {
 		t.Errorf("CollectAndCount() = %d series, want %d", n, want)
 	}
 }
+
+// An acquisition too few replicas acknowledged is counted as
+// not_replicated, not as not_acquired or an error.
+func TestCollector_notReplicated(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t) // no replica: WAIT is never satisfied
+	col := fenceprom.New(nil)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	c := fencelock.New(rdb, &fencelock.Options{MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond, Hooks: col.Hooks()})
+	if _, err := c.TryAcquire(t.Context(), "unreplicated"); !errors.Is(err, fencelock.ErrNotReplicated) {
+		t.Fatalf("TryAcquire error = %v, want ErrNotReplicated", err)
+	}
+	for result, want := range map[string]float64{"not_replicated": 1, "not_acquired": 0, "error": 0, "acquired": 0} {
+		if got := sample(t, reg, "fencelock_acquires_total", map[string]string{"result": result}); got != want {
+			t.Errorf("fencelock_acquires_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+}

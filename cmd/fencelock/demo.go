@@ -76,6 +76,7 @@ func (c *cli) demo(ctx context.Context, args []string) int {
 	} else {
 		fmt.Fprintf(c.stdout, "Using the Redis at %s.\n", redactedURL(rawURL))
 	}
+	opts.ContextTimeoutEnabled = true // fencelock.New requires it
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 

@@ -268,7 +268,7 @@ func TestResetAfterHandshake(t *testing.T) {
 		{"another error", true, false, errors.New("i/o timeout"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			target := &redisTarget{node: &redis.Options{TLSConfig: &tls.Config{}}, seen: &tlsSeen{}}
+			target := &redisTarget{node: &redis.Options{ContextTimeoutEnabled: true, TLSConfig: &tls.Config{}}, seen: &tlsSeen{}}
 			if tc.handshake {
 				target.seen.record(tls.ConnectionState{})
 			}

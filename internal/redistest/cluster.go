@@ -119,13 +119,15 @@ func (c *Cluster) Addrs() []string { return addrs(c.Servers) }
 
 // Client returns a go-redis cluster client, closed at cleanup. opts may be
 // nil; Addrs is filled in, and TLSConfig too if it is nil and the cluster
-// talks TLS.
+// talks TLS. Requests end at their context's deadline
+// (ContextTimeoutEnabled), as fencelock requires.
 func (c *Cluster) Client(tb testing.TB, opts *redis.ClusterOptions) *redis.ClusterClient {
 	tb.Helper()
 	var o redis.ClusterOptions
 	if opts != nil {
 		o = *opts
 	}
+	o.ContextTimeoutEnabled = true
 	o.Addrs = c.Addrs()
 	if o.TLSConfig == nil {
 		o.TLSConfig = c.tls.Config()

@@ -117,13 +117,15 @@ func (g *SentinelGroup) SentinelAddrs() []string { return addrs(g.Sentinels) }
 
 // Client returns a go-redis failover client for the group, closed at
 // cleanup. opts may be nil; MasterName and SentinelAddrs are filled in,
-// and TLSConfig too if it is nil and the group talks TLS.
+// and TLSConfig too if it is nil and the group talks TLS. Requests end at
+// their context's deadline (ContextTimeoutEnabled), as fencelock requires.
 func (g *SentinelGroup) Client(tb testing.TB, opts *redis.FailoverOptions) *redis.Client {
 	tb.Helper()
 	var o redis.FailoverOptions
 	if opts != nil {
 		o = *opts
 	}
+	o.ContextTimeoutEnabled = true
 	o.MasterName = MasterName
 	o.SentinelAddrs = g.SentinelAddrs()
 	if o.TLSConfig == nil {

@@ -170,10 +170,11 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 }
 
 // ClientOptions returns new go-redis options for the server: its address,
-// and with Options.TLS a TLS configuration that trusts the test CA and
+// requests ended at their context's deadline (ContextTimeoutEnabled, as
+// fencelock requires), and with Options.TLS a TLS configuration that trusts the test CA and
 // presents the client certificate.
 func (s *Server) ClientOptions() *redis.Options {
-	return &redis.Options{Addr: s.Addr(), TLSConfig: s.opts.TLS.Config()}
+	return &redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), TLSConfig: s.opts.TLS.Config()}
 }
 
 // client returns a go-redis client for the server's own checks: no
