@@ -629,7 +629,7 @@ func TestLease_keeperRetriesEarly(t *testing.T) {
 	var mu sync.Mutex
 	var failed []time.Time
 	c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RenewInterval: every, Hooks: &fencelock.Hooks{
-		RenewDone: func(_ context.Context, i fencelock.RenewInfo) {
+		RenewDone: func(_ context.Context, i fencelock.RenewDoneInfo) {
 			if i.Err != nil {
 				mu.Lock()
 				failed = append(failed, time.Now())
