@@ -7,16 +7,16 @@ import (
 )
 
 var (
-	//go:embed campaign.lua
+	//go:embed lua/campaign.lua
 	campaignTail string
-	//go:embed announce.lua
+	//go:embed lua/announce.lua
 	announceLua string
-	//go:embed resign.lua
+	//go:embed lua/resign.lua
 	resignLua string
-	//go:embed renew_leader.lua
+	//go:embed lua/renew_leader.lua
 	renewLeaderLua string
 
-	// campaign.lua runs acquire.lua and announce.lua as functions of
+	// lua/campaign.lua runs lua/acquire.lua and lua/announce.lua as functions of
 	// their own KEYS and ARGV (parameters that shadow the globals), so
 	// the token and the record are issued by one copy of their code.
 	campaignLua = "local function acquire(KEYS, ARGV)\n" + acquireLua + "\nend\n" +

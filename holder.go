@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	//go:embed holder.lua
+	//go:embed lua/holder.lua
 	holderLua string
 	holderRun = newRunner(holderLua)
 )
@@ -80,7 +80,7 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	return h, nil
 }
 
-// holderView is what one node says of a lock (holder.lua).
+// holderView is what one node says of a lock (lua/holder.lua).
 type holderView struct {
 	err     error
 	held    bool
@@ -88,7 +88,7 @@ type holderView struct {
 	counter int64  // the node's token counter, 0 if it has none
 }
 
-// readHolder runs holder.lua on every node, at once on a quorum, and
+// readHolder runs lua/holder.lua on every node, at once on a quorum, and
 // waits for every answer, up to a quarter of the TTL: the token needs the
 // counters of as many nodes as answer (see Holder).
 func (c *Client) readHolder(ctx context.Context, nodes []*node, name string) []holderView {
@@ -114,7 +114,7 @@ func (c *Client) readHolder(ctx context.Context, nodes []*node, name string) []h
 	return views
 }
 
-// readHolderNode runs holder.lua on n.
+// readHolderNode runs lua/holder.lua on n.
 func (c *Client) readHolderNode(ctx context.Context, n *node, name string) holderView {
 	reply, err := holderRun.eval(ctx, n.rdb, append(holderRun.args("2", 2), c.cfg.lockKey(name), c.cfg.tokenKey(name)))
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	//go:embed leader.lua
+	//go:embed lua/leader.lua
 	leaderLua string
 	leaderRun = newRunner(leaderLua)
 )
@@ -247,7 +247,7 @@ func (o *observer) newer(term, seq int64) bool {
 	return term > o.term || (term == o.term && seq > o.seq)
 }
 
-// nodeView is what one node says of an election (leader.lua).
+// nodeView is what one node says of an election (lua/leader.lua).
 type nodeView struct {
 	err     error
 	leader  Leader // Term 0 if the node knows no leader
@@ -316,7 +316,7 @@ func (e *Election) read(ctx context.Context, after []string, all bool) []nodeVie
 	return views
 }
 
-// readNode runs leader.lua on n.
+// readNode runs lua/leader.lua on n.
 func (e *Election) readNode(ctx context.Context, n *node, after string) nodeView {
 	cfg := &e.c.cfg
 	reply, err := leaderRun.eval(ctx, n.rdb, append(leaderRun.args("3", 5),
@@ -331,7 +331,7 @@ func (e *Election) readNode(ctx context.Context, n *node, after string) nodeView
 	return v
 }
 
-// parseLeader checks leader.lua's reply.
+// parseLeader checks lua/leader.lua's reply.
 func parseLeader(reply any) (nodeView, error) {
 	bad := fmt.Errorf("fencelock: malformed leader reply %v", reply)
 	r, ok := reply.([]any)

@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	//go:embed quorum_writeback.lua
+	//go:embed lua/quorum_writeback.lua
 	writebackLua string
 	writebackRun = newRunner(writebackLua)
 )
@@ -346,7 +346,7 @@ func (q *quorum) writeBack(ctx context.Context, n *node, r *lockRef, token int64
 // writebackArgs returns the write-back of token for r's attempt: a node
 // accepts it only where that attempt holds the lock, so that a node that
 // restarted empty, and lost the lock, cannot accept a token a second time
-// (quorum_writeback.lua). The counter, the first key, routes it on a
+// (lua/quorum_writeback.lua). The counter, the first key, routes it on a
 // Cluster: same slot as the lock.
 func (q *quorum) writebackArgs(r *lockRef, token int64) []any {
 	return append(writebackRun.args("2", 5), r.token, r.lockArg, token, q.cfg.retentionArg, &r.owner)
