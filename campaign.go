@@ -109,9 +109,9 @@ func (q *quorum) elect(ctx context.Context, b *leadership, r *lockRef) (int64, t
 	}
 	// The round's requests may outlive this call: they get copies.
 	value, since := b.value, b.since
-	t := q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) reply {
+	t := q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) nodeReply {
 		ok, err := b.announce(ctx, n, name, owner, "elected", token, 0, value, since)
-		return reply{ok: ok, err: err}
+		return nodeReply{ok: ok, err: err}
 	}, nil)
 	switch t.decide(len(q.nodes), taking) {
 	case majorityYes:
@@ -221,9 +221,9 @@ func (n *node) acquired(int, *lockRef) <-chan struct{} { return closed }
 
 // each, on a quorum, is a round decided as its renew and release are.
 func (q *quorum) each(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context, i int, n *node) (bool, error)) (bool, error) {
-	t := q.round(ctx, timeout, func(ctx context.Context, i int, n *node) reply {
+	t := q.round(ctx, timeout, func(ctx context.Context, i int, n *node) nodeReply {
 		ok, err := f(ctx, i, n)
-		return reply{ok: ok, err: err}
+		return nodeReply{ok: ok, err: err}
 	}, nil)
 	switch t.decide(len(q.nodes), keeping) {
 	case majorityYes:
