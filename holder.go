@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -62,9 +63,10 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	nodes, _ := c.lockNodes()
 	views := c.readHolder(ctx, nodes, name)
 	h, held, decided := decideHolder(views)
+	var err error
 	switch {
 	case !decided && len(views) == 1:
-		return Holder{}, fmt.Errorf("holder %q: %w", name, views[0].err)
+		err = fmt.Errorf("holder %q: %w", name, views[0].err)
 	case !decided:
 		var errs []error
 		for i, v := range views {
@@ -72,12 +74,23 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 				errs = append(errs, fmt.Errorf("node %d: %w", i, v.err))
 			}
 		}
-		return Holder{}, fmt.Errorf("holder %q: %w: %d of %d nodes answered, %d needed: %w",
+		err = fmt.Errorf("holder %q: %w: %d of %d nodes answered, %d needed: %w",
 			name, ErrNoQuorum, len(views)-len(errs), len(views), c.majority(), nodeErrors(errs))
 	case !held:
 		return Holder{}, fmt.Errorf("holder %q: %w", name, ErrNotHeld)
+	default:
+		return h, nil
 	}
-	return h, nil
+	// The end of ctx stops the reads, and go-redis reports a deadline
+	// as an I/O timeout, which may come before ctx's own timer: the
+	// cause is joined, once.
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done() // due now
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		err = errors.Join(err, cause)
+	}
+	return Holder{}, err
 }
 
 // holderView is what one node says of a lock (lua/holder.lua).
