@@ -64,17 +64,14 @@ type electorate interface {
 	// acquired returns a channel closed once r's acquire request to
 	// member i has ended.
 	acquired(i int, r *lockRef) <-chan struct{}
+	// gather runs read on every member, for Leader, Observe and
+	// Holder, and applies the answers (read's results) on the caller's
+	// goroutine until decided reports true (see observe.go).
+	gather(ctx context.Context, timeout time.Duration, read func(ctx context.Context, i int, n *node) func(), decided func() bool)
 }
 
 func newLeadership(c *Client, value string) *leadership {
 	return &leadership{cfg: &c.cfg, el: c.el, value: value}
-}
-
-// lockNodes returns the nodes that keep the Client's locks, and the
-// quorum over them if there is one.
-func (c *Client) lockNodes() ([]*node, *quorum) {
-	q, _ := c.be.(*quorum)
-	return c.el.members(), q
 }
 
 // majority returns how many of the Client's nodes make a majority.

@@ -60,8 +60,7 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	if err := c.check(name); err != nil {
 		return Holder{}, err
 	}
-	nodes, _ := c.lockNodes()
-	views := c.readHolder(ctx, nodes, name)
+	views := c.readHolder(ctx, name)
 	h, held, decided := decideHolder(views)
 	var err error
 	switch {
@@ -104,25 +103,20 @@ type holderView struct {
 // readHolder runs lua/holder.lua on every node, at once on a quorum, and
 // waits for every answer, up to a quarter of the TTL: the token needs the
 // counters of as many nodes as answer (see Holder).
-func (c *Client) readHolder(ctx context.Context, nodes []*node, name string) []holderView {
-	views := make([]holderView, len(nodes))
-	if len(nodes) == 1 {
-		views[0] = c.readHolderNode(ctx, nodes[0], name)
-		return views
+func (c *Client) readHolder(ctx context.Context, name string) []holderView {
+	views := make([]holderView, len(c.el.members()))
+	for i := range views {
+		views[i].err = errPending
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.ttl/4)
-	defer cancel()
-	type answer struct {
-		i int
-		v holderView
-	}
-	answers := make(chan answer, len(nodes))
-	for i, n := range nodes {
-		go func() { answers <- answer{i, c.readHolderNode(rctx, n, name)} }()
-	}
-	for range nodes {
-		a := <-answers
-		views[a.i] = a.v
+	c.el.gather(ctx, c.cfg.ttl/4, func(ctx context.Context, i int, n *node) func() {
+		v := c.readHolderNode(ctx, n, name)
+		return func() { views[i] = v }
+	}, func() bool { return false })
+	// Only the end of ctx leaves a node unanswered: it says so.
+	for i := range views {
+		if views[i].err == errPending {
+			views[i].err = context.Cause(ctx)
+		}
 	}
 	return views
 }
