@@ -355,7 +355,7 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 		// cluster-wide) the PUBLISH that comes before it.
 		l := mustAcquire(t, c, lock)
 		if err := l.Renew(ctx); err != nil {
-			t.Errorf("Renew error = %v, want nil: renew.lua needs only what every rule has", err)
+			t.Errorf("Renew error = %v, want nil: lua/renew.lua needs only what every rule has", err)
 		}
 		err := l.Release(ctx)
 		switch {

@@ -305,7 +305,7 @@ func TestClient_TryAcquire_lostReply(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	ctx := t.Context()
-	hook := &loseReplies{match: func(cmd redis.Cmder) bool { return runsScript(cmd, "acquire.lua") }}
+	hook := &loseReplies{match: func(cmd redis.Cmder) bool { return runsScript(cmd, "lua/acquire.lua") }}
 	rdb.AddHook(hook)
 	c := fencelock.New(rdb, nil)
 
@@ -332,7 +332,7 @@ func TestClient_TryAcquire_lostReply(t *testing.T) {
 func TestClient_Acquire_backsOffAfterErrors(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.New(t).Client(t)
-	hook := &loseReplies{match: func(cmd redis.Cmder) bool { return runsScript(cmd, "acquire.lua") }}
+	hook := &loseReplies{match: func(cmd redis.Cmder) bool { return runsScript(cmd, "lua/acquire.lua") }}
 	rdb.AddHook(hook)
 	c := fencelock.New(rdb, &fencelock.Options{RetryInterval: time.Minute})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -363,7 +363,7 @@ func TestClient_TryAcquire_cancelledMidRequest(t *testing.T) {
 	// The hook cancels the attempt's context once the script has run,
 	// before the caller sees the reply.
 	hook := &loseReplies{match: func(cmd redis.Cmder) bool {
-		if runsScript(cmd, "acquire.lua") {
+		if runsScript(cmd, "lua/acquire.lua") {
 			cancel()
 			return true
 		}

@@ -7,16 +7,16 @@ import (
 )
 
 var (
-	//go:embed campaign.lua
+	//go:embed lua/campaign.lua
 	campaignTail string
-	//go:embed announce.lua
+	//go:embed lua/announce.lua
 	announceLua string
-	//go:embed resign.lua
+	//go:embed lua/resign.lua
 	resignLua string
-	//go:embed renew_leader.lua
+	//go:embed lua/renew_leader.lua
 	renewLeaderLua string
 
-	// campaign.lua runs acquire.lua and announce.lua as functions of
+	// lua/campaign.lua runs lua/acquire.lua and lua/announce.lua as functions of
 	// their own KEYS and ARGV (parameters that shadow the globals), so
 	// the token and the record are issued by one copy of their code.
 	campaignLua = "local function acquire(KEYS, ARGV)\n" + acquireLua + "\nend\n" +
@@ -64,17 +64,14 @@ type electorate interface {
 	// acquired returns a channel closed once r's acquire request to
 	// member i has ended.
 	acquired(i int, r *lockRef) <-chan struct{}
+	// gather runs read on every member, for Leader, Observe and
+	// Holder, and applies the answers (read's results) on the caller's
+	// goroutine until decided reports true (see observe.go).
+	gather(ctx context.Context, timeout time.Duration, read func(ctx context.Context, i int, n *node) func(), decided func() bool)
 }
 
 func newLeadership(c *Client, value string) *leadership {
 	return &leadership{cfg: &c.cfg, el: c.el, value: value}
-}
-
-// lockNodes returns the nodes that keep the Client's locks, and the
-// quorum over them if there is one.
-func (c *Client) lockNodes() ([]*node, *quorum) {
-	q, _ := c.be.(*quorum)
-	return c.el.members(), q
 }
 
 // majority returns how many of the Client's nodes make a majority.
@@ -109,9 +106,9 @@ func (q *quorum) elect(ctx context.Context, b *leadership, r *lockRef) (int64, t
 	}
 	// The round's requests may outlive this call: they get copies.
 	value, since := b.value, b.since
-	t := q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) reply {
+	t := q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) nodeReply {
 		ok, err := b.announce(ctx, n, name, owner, "elected", token, 0, value, since)
-		return reply{ok: ok, err: err}
+		return nodeReply{ok: ok, err: err}
 	}, nil)
 	switch t.decide(len(q.nodes), taking) {
 	case majorityYes:
@@ -221,9 +218,9 @@ func (n *node) acquired(int, *lockRef) <-chan struct{} { return closed }
 
 // each, on a quorum, is a round decided as its renew and release are.
 func (q *quorum) each(ctx context.Context, what string, timeout time.Duration, f func(ctx context.Context, i int, n *node) (bool, error)) (bool, error) {
-	t := q.round(ctx, timeout, func(ctx context.Context, i int, n *node) reply {
+	t := q.round(ctx, timeout, func(ctx context.Context, i int, n *node) nodeReply {
 		ok, err := f(ctx, i, n)
-		return reply{ok: ok, err: err}
+		return nodeReply{ok: ok, err: err}
 	}, nil)
 	switch t.decide(len(q.nodes), keeping) {
 	case majorityYes:

@@ -6,18 +6,18 @@ import (
 	"github.com/fencelock/fencelock/internal/redistest"
 )
 
-// Every election script compiles on a real server, campaign.lua as the
-// client assembles it from acquire.lua and announce.lua, and the hash
+// Every election script compiles on a real server, lua/campaign.lua as the
+// client assembles it from lua/acquire.lua and lua/announce.lua, and the hash
 // go-redis sends with EVALSHA is the one the server computes.
 func TestElectionScripts_load(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	for name, s := range map[string]runner{
-		"campaign.lua (assembled)": campaignRun,
-		"announce.lua":             announceRun,
-		"resign.lua":               resignRun,
-		"renew_leader.lua":         renewLeaderRun,
-		"leader.lua":               leaderRun,
+		"lua/campaign.lua (assembled)": campaignRun,
+		"lua/announce.lua":             announceRun,
+		"lua/resign.lua":               resignRun,
+		"lua/renew_leader.lua":         renewLeaderRun,
+		"lua/leader.lua":               leaderRun,
 	} {
 		loadRunner(t, rdb, name, s)
 	}

@@ -344,7 +344,7 @@ func TestElection_minorityProclaim(t *testing.T) {
 // refuseProclaim fails, unsent, every Proclaim's request while on.
 type refuseProclaim = refuseAnnounce
 
-// refuseAnnounce fails, unsent, every request of announce.lua of its kind
+// refuseAnnounce fails, unsent, every request of lua/announce.lua of its kind
 // ("elected", or "proclaimed" if empty) while on.
 type refuseAnnounce struct {
 	kind string

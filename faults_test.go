@@ -72,7 +72,7 @@ func (h *loseReplies) dropped() []string {
 }
 
 // runsScript reports whether cmd is an EVALSHA or EVAL of the embedded
-// script file, e.g. "acquire.lua".
+// script file, e.g. "lua/acquire.lua".
 func runsScript(cmd redis.Cmder, file string) bool {
 	args := cmd.Args()
 	if len(args) < 2 {
@@ -92,7 +92,7 @@ func runsScript(cmd redis.Cmder, file string) bool {
 // sends by their hashes.
 var scriptSources = sync.OnceValue(func() map[string]string {
 	m := map[string]string{}
-	for _, f := range []string{"acquire.lua", "renew.lua", "release.lua", "quorum_writeback.lua"} {
+	for _, f := range []string{"lua/acquire.lua", "lua/renew.lua", "lua/release.lua", "lua/quorum_writeback.lua"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			panic(err)

@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,7 +12,7 @@ import (
 )
 
 var (
-	//go:embed holder.lua
+	//go:embed lua/holder.lua
 	holderLua string
 	holderRun = newRunner(holderLua)
 )
@@ -59,12 +60,12 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	if err := c.check(name); err != nil {
 		return Holder{}, err
 	}
-	nodes, _ := c.lockNodes()
-	views := c.readHolder(ctx, nodes, name)
+	views := c.readHolder(ctx, name)
 	h, held, decided := decideHolder(views)
+	var err error
 	switch {
 	case !decided && len(views) == 1:
-		return Holder{}, fmt.Errorf("holder %q: %w", name, views[0].err)
+		err = fmt.Errorf("holder %q: %w", name, views[0].err)
 	case !decided:
 		var errs []error
 		for i, v := range views {
@@ -72,15 +73,26 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 				errs = append(errs, fmt.Errorf("node %d: %w", i, v.err))
 			}
 		}
-		return Holder{}, fmt.Errorf("holder %q: %w: %d of %d nodes answered, %d needed: %w",
+		err = fmt.Errorf("holder %q: %w: %d of %d nodes answered, %d needed: %w",
 			name, ErrNoQuorum, len(views)-len(errs), len(views), c.majority(), nodeErrors(errs))
 	case !held:
 		return Holder{}, fmt.Errorf("holder %q: %w", name, ErrNotHeld)
+	default:
+		return h, nil
 	}
-	return h, nil
+	// The end of ctx stops the reads, and go-redis reports a deadline
+	// as an I/O timeout, which may come before ctx's own timer: the
+	// cause is joined, once.
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done() // due now
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		err = errors.Join(err, cause)
+	}
+	return Holder{}, err
 }
 
-// holderView is what one node says of a lock (holder.lua).
+// holderView is what one node says of a lock (lua/holder.lua).
 type holderView struct {
 	err     error
 	held    bool
@@ -88,33 +100,28 @@ type holderView struct {
 	counter int64  // the node's token counter, 0 if it has none
 }
 
-// readHolder runs holder.lua on every node, at once on a quorum, and
+// readHolder runs lua/holder.lua on every node, at once on a quorum, and
 // waits for every answer, up to a quarter of the TTL: the token needs the
 // counters of as many nodes as answer (see Holder).
-func (c *Client) readHolder(ctx context.Context, nodes []*node, name string) []holderView {
-	views := make([]holderView, len(nodes))
-	if len(nodes) == 1 {
-		views[0] = c.readHolderNode(ctx, nodes[0], name)
-		return views
+func (c *Client) readHolder(ctx context.Context, name string) []holderView {
+	views := make([]holderView, len(c.el.members()))
+	for i := range views {
+		views[i].err = errPending
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.ttl/4)
-	defer cancel()
-	type answer struct {
-		i int
-		v holderView
-	}
-	answers := make(chan answer, len(nodes))
-	for i, n := range nodes {
-		go func() { answers <- answer{i, c.readHolderNode(rctx, n, name)} }()
-	}
-	for range nodes {
-		a := <-answers
-		views[a.i] = a.v
+	c.el.gather(ctx, c.cfg.ttl/4, func(ctx context.Context, i int, n *node) func() {
+		v := c.readHolderNode(ctx, n, name)
+		return func() { views[i] = v }
+	}, func() bool { return false })
+	// Only the end of ctx leaves a node unanswered: it says so.
+	for i := range views {
+		if views[i].err == errPending {
+			views[i].err = context.Cause(ctx)
+		}
 	}
 	return views
 }
 
-// readHolderNode runs holder.lua on n.
+// readHolderNode runs lua/holder.lua on n.
 func (c *Client) readHolderNode(ctx context.Context, n *node, name string) holderView {
 	reply, err := holderRun.eval(ctx, n.rdb, append(holderRun.args("2", 2), c.cfg.lockKey(name), c.cfg.tokenKey(name)))
 	if err != nil {

@@ -1,6 +1,7 @@
 package fencelock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -235,5 +236,39 @@ func TestHolder_quorum(t *testing.T) {
 	servers[2].Kill(t)
 	if _, err := c.Holder(ctx, "q"); !errors.Is(err, fencelock.ErrNoQuorum) || errors.Is(err, fencelock.ErrNotHeld) {
 		t.Errorf("Holder with 3 of 5 nodes down: error = %v, want ErrNoQuorum", err)
+	}
+}
+
+// A Holder whose majority of nodes does not answer ends with its
+// context, well before the quarter TTL it waits for answers on a quorum,
+// and says why: the context's error, with ErrNoQuorum on a quorum.
+func TestHolder_contextEnds(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 3)
+	opts := &fencelock.Options{TTL: time.Minute, RenewInterval: -1}
+	q := fencelock.NewQuorum(nodes, opts)
+	mustAcquire(t, q, "ends")
+	for _, s := range servers[1:] {
+		s.Pause(t)
+		t.Cleanup(func() { s.Resume(t) })
+	}
+	for _, tc := range []struct {
+		name string
+		c    *fencelock.Client
+		want error
+	}{
+		{"quorum", q, fencelock.ErrNoQuorum},
+		{"node", fencelock.New(nodes[1], opts), context.DeadlineExceeded},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		start := time.Now()
+		_, err := tc.c.Holder(ctx, "ends")
+		cancel()
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s: Holder took %v after its context ended, want well under the TTL's quarter (15s)", tc.name, took)
+		}
+		if !errors.Is(err, tc.want) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Holder with its nodes paused: error = %v, want %v and context.DeadlineExceeded", tc.name, err, tc.want)
+		}
 	}
 }

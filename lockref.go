@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"strings"
 )
@@ -66,4 +67,16 @@ func (c *config) setRef(r *lockRef, name, owner string) {
 	r.lock = r.token[:base+1]
 	r.channel = s[i:]
 	r.lockArg, r.channelArg = r.lock, r.channel
+}
+
+// leaseID derives the public ID of a lease from its owner value (made by
+// config.setRef): a truncated SHA-256, so it names the lease in logs and
+// fences without revealing anything that would let its reader release or
+// renew the lock.
+func leaseID(owner string) string {
+	const label = "fencelock lease id\x00"
+	var buf [len(label) + MaxSecretLen]byte
+	b := append(append(buf[:0], label...), owner...)
+	sum := sha256.Sum256(b)
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
 }

@@ -67,7 +67,7 @@ func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, e
 
 // take runs an acquisition script on the master that serves key: acquire
 // for a lock, campaign for an election. args come from s.args; the
-// script's reply is acquire.lua's (a token, or minus the holder's TTL).
+// script's reply is lua/acquire.lua's (a token, or minus the holder's TTL).
 // undo is the owner-checked cleanup of what the attempt may have taken:
 // it can only delete what carries the attempt's own owner value.
 //

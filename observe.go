@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	//go:embed leader.lua
+	//go:embed lua/leader.lua
 	leaderLua string
 	leaderRun = newRunner(leaderLua)
 )
@@ -61,7 +61,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	// Subscribed before the first read, so that no change falls between.
 	w := c.hub.watch(ctx, channel, c.cfg.retry)
 	defer c.hub.leave(channel, w)
-	nodes, _ := c.lockNodes()
+	nodes := c.el.members()
 	o := &observer{majority: c.majority(), last: make([]string, len(nodes)), seen: map[changeID]*seenChange{}}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -247,7 +247,7 @@ func (o *observer) newer(term, seq int64) bool {
 	return term > o.term || (term == o.term && seq > o.seq)
 }
 
-// nodeView is what one node says of an election (leader.lua).
+// nodeView is what one node says of an election (lua/leader.lua).
 type nodeView struct {
 	err     error
 	leader  Leader // Term 0 if the node knows no leader
@@ -271,37 +271,46 @@ var errPending = fmt.Errorf("%w: no answer yet", ErrNoQuorum)
 // confirmed: read waits for every node, each for up to a quarter of the
 // TTL.
 func (e *Election) read(ctx context.Context, after []string, all bool) []nodeView {
-	nodes, q := e.c.lockNodes()
+	nodes := e.c.el.members()
 	views := make([]nodeView, len(nodes))
-	from := func(i int) string {
-		if after == nil {
-			return ""
-		}
-		return after[i]
-	}
-	if q == nil {
-		views[0] = e.readNode(ctx, nodes[0], from(0))
-		return views
+	for i := range views {
+		views[i].err = errPending
 	}
 	timeout := e.c.cfg.ttl
 	if all {
 		timeout /= 4
 	}
+	e.c.el.gather(ctx, timeout, func(ctx context.Context, i int, n *node) func() {
+		from := ""
+		if after != nil {
+			from = after[i]
+		}
+		v := e.readNode(ctx, n, from)
+		return func() { views[i] = v }
+	}, func() bool { return !all && decide(views).decided })
+	return views
+}
+
+// gather, on one node, is one read, applied.
+func (n *node) gather(ctx context.Context, _ time.Duration, read func(ctx context.Context, i int, n *node) func(), _ func() bool) {
+	read(ctx, 0, n)()
+}
+
+// gather, on a quorum, reads the nodes at once, each for up to timeout,
+// and applies each answer on the caller's goroutine, until decided says
+// the answers so far decide, every node has answered, or ctx is done.
+// The answers that come later are dropped.
+func (q *quorum) gather(ctx context.Context, timeout time.Duration, read func(ctx context.Context, i int, n *node) func(), decided func() bool) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
-	type answer struct {
-		i int
-		v nodeView
+	answers := make(chan func(), len(q.nodes))
+	for i, n := range q.nodes {
+		go func() { answers <- read(rctx, i, n) }()
 	}
-	answers := make(chan answer, len(nodes))
-	for i, n := range nodes {
-		views[i].err = errPending
-		go func() { answers <- answer{i, e.readNode(rctx, n, from(i))} }()
-	}
-	pending := len(nodes)
-	for pending > 0 && (all || !decide(views).decided) {
+	pending := len(q.nodes)
+	for pending > 0 && !decided() {
 		select {
-		case a := <-answers:
-			views[a.i] = a.v
+		case apply := <-answers:
+			apply()
 			pending--
 		case <-ctx.Done():
 			pending = -pending
@@ -313,10 +322,9 @@ func (e *Election) read(ctx context.Context, after []string, all bool) []nodeVie
 			<-answers
 		}
 	}()
-	return views
 }
 
-// readNode runs leader.lua on n.
+// readNode runs lua/leader.lua on n.
 func (e *Election) readNode(ctx context.Context, n *node, after string) nodeView {
 	cfg := &e.c.cfg
 	reply, err := leaderRun.eval(ctx, n.rdb, append(leaderRun.args("3", 5),
@@ -331,7 +339,7 @@ func (e *Election) readNode(ctx context.Context, n *node, after string) nodeView
 	return v
 }
 
-// parseLeader checks leader.lua's reply.
+// parseLeader checks lua/leader.lua's reply.
 func parseLeader(reply any) (nodeView, error) {
 	bad := fmt.Errorf("fencelock: malformed leader reply %v", reply)
 	r, ok := reply.([]any)

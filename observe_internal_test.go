@@ -8,7 +8,7 @@ import (
 )
 
 // The observer's rules for a quorum, on views of three nodes as
-// leader.lua returns them: a change is sent once a majority of histories
+// lua/leader.lua returns them: a change is sent once a majority of histories
 // have it, in term order, and never one older than a change sent.
 func TestObserver_quorum(t *testing.T) {
 	elected := func(term int64, value string) change {

@@ -212,6 +212,14 @@ func (o *Options) config() (config, error) {
 	return c, nil
 }
 
+// CheckName reports whether name can be the name of a lock (or of an
+// election): 1 to MaxNameLen bytes of printable ASCII, without braces. It
+// is the check that every call of a Client makes before it sends
+// anything; the error wraps ErrInvalid. A program that takes names from
+// outside (a command line, a request) can use it to reject a bad one
+// before it connects.
+func CheckName(name string) error { return checkName(name) }
+
 // checkName reports whether name can be a lock name: 1 to MaxNameLen
 // bytes of printable ASCII, without braces. Braces would break the hash
 // tag that keeps the lock and its token in one Cluster slot, and the

@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	//go:embed quorum_writeback.lua
+	//go:embed lua/quorum_writeback.lua
 	writebackLua string
 	writebackRun = newRunner(writebackLua)
 )
@@ -107,8 +107,8 @@ func majority(n int) int { return n/2 + 1 }
 
 func (q *quorum) majority() int { return majority(len(q.nodes)) }
 
-// reply is one node's answer in a round.
-type reply struct {
+// A nodeReply is one node's answer in a round.
+type nodeReply struct {
 	node  int
 	token int64         // acquire: issued token, or 0
 	held  time.Duration // acquire: the other holder's TTL
@@ -126,11 +126,11 @@ type reply struct {
 // round's request soon (Redlock's timeout, small against the TTL): the
 // round is decided without it. The late replies are collected in the
 // background. each, if not nil, sees every reply tallied.
-func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, n *node) reply, each func(reply)) tally {
+func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, n *node) nodeReply, each func(nodeReply)) tally {
 	// Buffered for every reply: a request that ends after the decision
 	// sends without anyone receiving, and the last one to end cancels the
 	// round's context.
-	replies := make(chan reply, len(q.nodes))
+	replies := make(chan nodeReply, len(q.nodes))
 	rs := &requests{}
 	rs.left.Store(int32(len(q.nodes)))
 	var rctx context.Context
@@ -142,7 +142,7 @@ func (q *quorum) round(ctx context.Context, timeout time.Duration, f func(ctx co
 	maj := q.majority()
 	pending := len(q.nodes)
 	for pending > 0 && t.yes < maj && len(q.nodes)-t.no-len(t.errs) >= maj {
-		var r reply
+		var r nodeReply
 		select {
 		case r = <-replies:
 			pending--
@@ -173,7 +173,7 @@ type requests struct {
 }
 
 // ask sends one node its request in a round and the reply to replies.
-func (rs *requests) ask(ctx context.Context, i int, n *node, f func(ctx context.Context, i int, n *node) reply, replies chan<- reply) {
+func (rs *requests) ask(ctx context.Context, i int, n *node, f func(ctx context.Context, i int, n *node) nodeReply, replies chan<- nodeReply) {
 	r := f(ctx, i, n)
 	r.node = i
 	replies <- r
@@ -272,7 +272,7 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 	issued := make([]int64, len(q.nodes))
 	var top int64
 	var held time.Duration
-	t := q.round(ctx, validity, func(ctx context.Context, i int, n *node) reply {
+	t := q.round(ctx, validity, func(ctx context.Context, i int, n *node) nodeReply {
 		token, held, err := n.acquire(ctx, r)
 		close(done[i])
 		if left.Add(-1) == 0 {
@@ -280,8 +280,8 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 			delete(q.inflight, r)
 			q.mu.Unlock()
 		}
-		return reply{token: token, held: held, ok: token > 0, err: err}
-	}, func(r reply) {
+		return nodeReply{token: token, held: held, ok: token > 0, err: err}
+	}, func(r nodeReply) {
 		if r.ok {
 			top = max(top, r.token)
 			issued[r.node] = r.token
@@ -316,12 +316,12 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		}
 		return q.inTime(ctx, r, start, token)
 	}
-	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, i int, n *node) reply {
+	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, i int, n *node) nodeReply {
 		if issued[i] == token {
-			return reply{ok: true}
+			return nodeReply{ok: true}
 		}
 		v, err := writebackRun.run(ctx, n.rdb, q.writebackArgs(r, token))
-		return reply{ok: v == 1, err: err}
+		return nodeReply{ok: v == 1, err: err}
 	}, nil)
 	switch wb.decide(len(q.nodes), taking) {
 	case undecided:
@@ -347,7 +347,7 @@ func (q *quorum) writeBack(ctx context.Context, n *node, r *lockRef, token int64
 // writebackArgs returns the write-back of token for r's attempt: a node
 // accepts it only where that attempt holds the lock, so that a node that
 // restarted empty, and lost the lock, cannot accept a token a second time
-// (quorum_writeback.lua). The counter, the first key, routes it on a
+// (lua/quorum_writeback.lua). The counter, the first key, routes it on a
 // Cluster: same slot as the lock.
 func (q *quorum) writebackArgs(r *lockRef, token int64) []any {
 	return append(writebackRun.args("2", 5), r.token, r.lockArg, token, q.cfg.retentionArg, &r.owner)
@@ -379,9 +379,9 @@ func (q *quorum) releaseAll(ctx context.Context, r *lockRef) {
 }
 
 func (q *quorum) renew(ctx context.Context, r *lockRef) (bool, error) {
-	t := q.round(ctx, q.cfg.ttl-q.cfg.drift, func(ctx context.Context, _ int, n *node) reply {
+	t := q.round(ctx, q.cfg.ttl-q.cfg.drift, func(ctx context.Context, _ int, n *node) nodeReply {
 		ok, err := n.renew(ctx, r)
-		return reply{ok: ok, err: err}
+		return nodeReply{ok: ok, err: err}
 	}, nil)
 	switch t.decide(len(q.nodes), keeping) {
 	case majorityYes:
@@ -394,15 +394,15 @@ func (q *quorum) renew(ctx context.Context, r *lockRef) (bool, error) {
 
 // releaseNode returns the request that releases the lock on one node,
 // after the acquisition's request to that node has ended.
-func (q *quorum) releaseNode(r *lockRef) func(ctx context.Context, i int, n *node) reply {
-	return func(ctx context.Context, i int, n *node) reply {
+func (q *quorum) releaseNode(r *lockRef) func(ctx context.Context, i int, n *node) nodeReply {
+	return func(ctx context.Context, i int, n *node) nodeReply {
 		select {
 		case <-q.acquired(i, r):
 		case <-ctx.Done():
-			return reply{err: context.Cause(ctx)}
+			return nodeReply{err: context.Cause(ctx)}
 		}
 		ok, err := n.release(ctx, r)
-		return reply{ok: ok, err: err}
+		return nodeReply{ok: ok, err: err}
 	}
 }
 

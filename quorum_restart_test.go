@@ -49,7 +49,7 @@ func TestQuorum_restartSharesNoToken(t *testing.T) {
 	// Loaded, so that each script is one EVALSHA and each hook sees it once.
 	loadScripts := func(rdb redis.UniversalClient) {
 		t.Helper()
-		for _, f := range []string{"acquire.lua", "quorum_writeback.lua"} {
+		for _, f := range []string{"lua/acquire.lua", "lua/quorum_writeback.lua"} {
 			if err := rdb.ScriptLoad(ctx, scriptSources()[f]).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestQuorum_restartSharesNoToken(t *testing.T) {
 	bNodes := quorumClients(t, servers)
 	for i, rdb := range bNodes {
 		bIssued[i] = make(chan int64, 1)
-		rdb.AddHook(&onScript{file: "acquire.lua", gate: bGate[i], reply: bIssued[i]})
+		rdb.AddHook(&onScript{file: "lua/acquire.lua", gate: bGate[i], reply: bIssued[i]})
 	}
 	bDone := results(fencelock.NewQuorum(bNodes, opts))
 	var issued int64
@@ -105,8 +105,8 @@ func TestQuorum_restartSharesNoToken(t *testing.T) {
 	aGate := newGate(t)
 	aWriteback := make(chan int64, 1)
 	aNodes := quorumClients(t, servers)
-	aNodes[0].AddHook(&onScript{file: "quorum_writeback.lua", gate: aGate})
-	aNodes[2].AddHook(&onScript{file: "quorum_writeback.lua", reply: aWriteback})
+	aNodes[0].AddHook(&onScript{file: "lua/quorum_writeback.lua", gate: aGate})
+	aNodes[2].AddHook(&onScript{file: "lua/quorum_writeback.lua", reply: aWriteback})
 	aDone := results(fencelock.NewQuorum(aNodes, opts))
 	await(aGate.held, "a's write-back to node 0 held")
 	select {

@@ -205,7 +205,7 @@ func (h *releaseCounter) count(cmd redis.Cmder, err error) {
 	args := cmd.Args()
 	switch {
 	case len(args) < 2 || redis.HasErrorPrefix(err, "NOSCRIPT") || errors.Is(err, redis.ErrNoScript):
-	case runsScript(cmd, "release.lua") && len(args) > 3 && args[3] == h.lockKey,
+	case runsScript(cmd, "lua/release.lua") && len(args) > 3 && args[3] == h.lockKey,
 		(cmd.Name() == "delex" || cmd.Name() == "delifeq") && args[1] == h.lockKey:
 		h.n.Add(1)
 	}
@@ -550,7 +550,7 @@ func (h *slowWriteback) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 func (h *slowWriteback) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if runsScript(cmd, "quorum_writeback.lua") {
+		if runsScript(cmd, "lua/quorum_writeback.lua") {
 			time.Sleep(h.delay) // the simulated slow reply, not a synchronisation
 		}
 		h.count(cmd, err)
@@ -562,7 +562,7 @@ func (h *slowWriteback) count(cmd redis.Cmder, err error) {
 	args := cmd.Args()
 	switch {
 	case err != nil || len(args) < 2:
-	case runsScript(cmd, "release.lua") && len(args) > 3 && args[3] == "fencelock:{slow}",
+	case runsScript(cmd, "lua/release.lua") && len(args) > 3 && args[3] == "fencelock:{slow}",
 		(cmd.Name() == "delex" || cmd.Name() == "delifeq") && args[1] == "fencelock:{slow}":
 		h.released.Add(1)
 	}
@@ -630,7 +630,7 @@ func TestQuorum_proposal(t *testing.T) {
 	countWritebacks := &writebackCounter{}
 	for _, rdb := range nodes {
 		// Loaded, so that each write-back is one EVALSHA.
-		if err := rdb.ScriptLoad(ctx, scriptSources()["quorum_writeback.lua"]).Err(); err != nil {
+		if err := rdb.ScriptLoad(ctx, scriptSources()["lua/quorum_writeback.lua"]).Err(); err != nil {
 			t.Fatal(err)
 		}
 		rdb.AddHook(countWritebacks)
@@ -707,7 +707,7 @@ func (h *writebackCounter) DialHook(next redis.DialHook) redis.DialHook { return
 
 func (h *writebackCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if runsScript(cmd, "quorum_writeback.lua") {
+		if runsScript(cmd, "lua/quorum_writeback.lua") {
 			h.n.Add(1)
 		}
 		return next(ctx, cmd)
@@ -744,7 +744,7 @@ func releaseAfterSlowAcquire(t *testing.T, servers []*redistest.Server, nodes []
 		}
 	}
 	// Loaded, so that the held request is the one EVALSHA that runs.
-	if err := nodes[2].ScriptLoad(ctx, scriptSources()["acquire.lua"]).Err(); err != nil {
+	if err := nodes[2].ScriptLoad(ctx, scriptSources()["lua/acquire.lua"]).Err(); err != nil {
 		t.Fatal(err)
 	}
 	clients := quorumClients(t, servers)
@@ -796,7 +796,7 @@ func (h *holdAcquire) DialHook(next redis.DialHook) redis.DialHook { return next
 
 func (h *holdAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !runsScript(cmd, "acquire.lua") {
+		if !runsScript(cmd, "lua/acquire.lua") {
 			return next(ctx, cmd)
 		}
 		select {

@@ -11,11 +11,11 @@ import (
 // Each script lives in its own file, headed by its KEYS/ARGV/returns
 // contract, and returns an integer.
 var (
-	//go:embed acquire.lua
+	//go:embed lua/acquire.lua
 	acquireLua string
-	//go:embed renew.lua
+	//go:embed lua/renew.lua
 	renewLua string
-	//go:embed release.lua
+	//go:embed lua/release.lua
 	releaseLua string
 
 	acquireRun, renewRun, releaseRun = newRunner(acquireLua), newRunner(renewLua), newRunner(releaseLua)

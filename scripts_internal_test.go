@@ -15,11 +15,11 @@ func TestScripts_load(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.New(t).Client(t)
 	for name, s := range map[string]runner{
-		"acquire.lua":          acquireRun,
-		"renew.lua":            renewRun,
-		"release.lua":          releaseRun,
-		"quorum_writeback.lua": writebackRun,
-		"holder.lua":           holderRun,
+		"lua/acquire.lua":          acquireRun,
+		"lua/renew.lua":            renewRun,
+		"lua/release.lua":          releaseRun,
+		"lua/quorum_writeback.lua": writebackRun,
+		"lua/holder.lua":           holderRun,
 	} {
 		loadRunner(t, rdb, name, s)
 	}

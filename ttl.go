@@ -48,8 +48,7 @@ func (c *Client) WithTTL(ttl time.Duration) *Client {
 		v.err = err
 	}
 	if rb, ok := c.be.(rebinder); ok {
-		v.be = rb.withConfig(&v.cfg)
-		v.el, _ = v.be.(electorate) // the lock backends are the electorates
+		v.be, v.el = rb.withConfig(&v.cfg)
 	}
 	return v
 }
@@ -58,12 +57,17 @@ func (c *Client) WithTTL(ttl time.Duration) *Client {
 // over the same connections: the lock backends are, an election's
 // leadership is not (its Client is internal to a Campaign).
 type rebinder interface {
-	withConfig(cfg *config) backend
+	// withConfig returns the rebound backend, and it as elections use
+	// it: a Client needs both.
+	withConfig(cfg *config) (backend, electorate)
 }
 
 // withConfig returns a node on n's Redis client and capabilities cache
 // that sends cfg's TTL and retention.
-func (n *node) withConfig(cfg *config) backend { return n.rebound(cfg) }
+func (n *node) withConfig(cfg *config) (backend, electorate) {
+	v := n.rebound(cfg)
+	return v, v
+}
 
 func (n *node) rebound(cfg *config) *node {
 	return &node{rdb: n.rdb, cluster: n.cluster, cfg: cfg, caps: n.caps}
@@ -72,10 +76,10 @@ func (n *node) rebound(cfg *config) *node {
 // withConfig returns a quorum of q's nodes, rebound to cfg. Its record of
 // attempts in flight is its own: a lease renews and releases through the
 // backend that acquired it.
-func (q *quorum) withConfig(cfg *config) backend {
+func (q *quorum) withConfig(cfg *config) (backend, electorate) {
 	v := &quorum{cfg: cfg, nodes: make([]*node, 0, len(q.nodes))}
 	for _, n := range q.nodes {
 		v.nodes = append(v.nodes, n.rebound(cfg))
 	}
-	return v
+	return v, v
 }

@@ -345,11 +345,11 @@ func (ph *procHolders) checkOrphans(r *run, samples []keySample, known map[strin
 		}
 	}
 	if len(owners) > 0 && matched == 0 {
-		r.t.Errorf("holder-crash: none of the %d owners the lock key held maps to a recorded lease ID: leaseIDOf no longer matches fencelock's owner.go", len(owners))
+		r.t.Errorf("holder-crash: none of the %d owners the lock key held maps to a recorded lease ID: leaseIDOf no longer matches fencelock's leaseID (lockref.go)", len(owners))
 	}
 }
 
-// leaseIDOf is fencelock's lease ID of an owner value (owner.go): the
+// leaseIDOf is fencelock's lease ID of an owner value (leaseID, lockref.go): the
 // sampler sees owner values, the holders record lease IDs.
 func leaseIDOf(owner string) string {
 	sum := sha256.Sum256([]byte("fencelock lease id\x00" + owner))

@@ -305,8 +305,8 @@ func (lr *lostReplies) ran(cmd redis.Cmder, err error) {
 
 // lockCommand classifies a holder's lock command: "acquire", "renew" or
 // "release", or "" for anything else (a wake-up subscription, COMMAND
-// INFO). Scripts are told apart by their shape (acquire.lua: 2 keys, 4
-// arguments; renew.lua: 2 keys, 3; release.lua: 1 key), natives by name.
+// INFO). Scripts are told apart by their shape (lua/acquire.lua: 2 keys, 4
+// arguments; lua/renew.lua: 2 keys, 3; lua/release.lua: 1 key), natives by name.
 func lockCommand(cmd redis.Cmder) string {
 	args := cmd.Args()
 	switch strings.ToLower(cmd.Name()) {

@@ -5,9 +5,9 @@
  *
  * An attempt proposes a token P to every node; node i, if the lock is
  * free, takes it and issues t = max(stored + 1, clock, min(P, clock +
- * CAP)) (acquire.lua). Once a majority locked, the token is the greatest
+ * CAP)) (lua/acquire.lua). Once a majority locked, the token is the greatest
  * issued; if a majority issued it, that is the lease (one round trip),
- * else it is written back (quorum_writeback.lua) to the nodes that
+ * else it is written back (lua/quorum_writeback.lua) to the nodes that
  * issued less, and a majority must accept: raise only if lower, and only
  * where this attempt holds the lock (the owner check). Requests still out
  * when a round is decided may land later: a late acquire takes the lock
@@ -49,7 +49,7 @@
 #ifndef DMAX
 #define DMAX	0	/* a node's clock is within DMAX of true time */
 #endif
-#define CAP	2	/* acquire.lua: at most CAP above the node's clock */
+#define CAP	2	/* lua/acquire.lua: at most CAP above the node's clock */
 #define LEAD	1	/* quorum.go: the proposal, CAP > LEAD above the client's clock */
 /* The outage: a restarted node's clock (>= now - DMAX) must pass every
  * token issued before the crash (<= its time + DMAX + CAP, + 1 for each
@@ -70,8 +70,8 @@
 #define MAJ	2
 
 #define IDLE	0
-#define R1	1	/* round 1: acquire.lua on every node */
-#define WB	2	/* round 2: quorum_writeback.lua to the nodes that issued less */
+#define R1	1	/* round 1: lua/acquire.lua on every node */
+#define WB	2	/* round 2: lua/quorum_writeback.lua to the nodes that issued less */
 #define HOLD	3
 
 /* P3 by tokens: a lease is accepted only with a token above every token
@@ -139,7 +139,7 @@ bool probe;		/* reachability probes, see single.pml */
 	:: c2 -> i = 2 \
 	fi
 
-/* acquire.lua on node i for client c's attempt, the lock free: take it
+/* lua/acquire.lua on node i for client c's attempt, the lock free: take it
  * and issue t = max(stored + 1, clock, min(proposal, clock + CAP)), the
  * clock anywhere within DMAX of now; inside atomic */
 inline issue(c, i) {
@@ -199,7 +199,7 @@ inline tidy() {
 	j = 0
 }
 
-/* release.lua on every node, each request may fail; inside atomic */
+/* lua/release.lua on every node, each request may fail; inside atomic */
 inline releaseEach(c) {
 	for (i : 0 .. N - 1) {
 		if
@@ -244,7 +244,7 @@ proctype client(byte c) {
 			printf("@ t=%d client %d attempt %d: starts, proposes %d (greatest token of a completed lease: %d)\n", now, c, att, prop[c], doneMax);
 			tidy()
 		}
-	::	/* one node answers round 1: acquire.lua */
+	::	/* one node answers round 1: lua/acquire.lua */
 		atomic {
 			PICK(ph[c] == R1 && (asked[c] & BIT(0)) == 0,
 			     ph[c] == R1 && (asked[c] & BIT(1)) == 0,
@@ -300,7 +300,7 @@ proctype client(byte c) {
 			tidy()
 		}
 #endif
-	::	/* one node answers the write-back, quorum_writeback.lua: in
+	::	/* one node answers the write-back, lua/quorum_writeback.lua: in
 		 * round 2, or after the lease, unwaited */
 		atomic {
 			PICK(WBOUT(c) && (asked[c] & BIT(0)) == 0,

@@ -144,7 +144,7 @@ inline deadlineHolds(c) {
 proctype client(byte c) {
 	byte t;
 	do
-	::	/* client.go try + acquire.lua, on whichever server is master.
+	::	/* client.go try + lua/acquire.lua, on whichever server is master.
 		 * The request's latency is taken as zero: the tightest case for
 		 * the deadline, measured from before the request. */
 		atomic {
@@ -192,7 +192,7 @@ proctype client(byte c) {
 #endif
 			t = 0
 		}
-	::	/* renew.lua / SET k v IFEQ v PX ttl: owner-checked, never
+	::	/* lua/renew.lua / SET k v IFEQ v PX ttl: owner-checked, never
 		 * re-creates the lock. Fixed, it also keeps the counter:
 		 * max(stored, token), retention counted from now. The deadline
 		 * moves only while the lease is not lost (lease.go renew); a
@@ -220,7 +220,7 @@ proctype client(byte c) {
 			skip
 #endif
 		}
-	::	/* release.lua / DELEX IFEQ / DELIFEQ: compare-and-delete. A
+	::	/* lua/release.lua / DELEX IFEQ / DELIFEQ: compare-and-delete. A
 		 * release that finds another owner's lock, none, or no master
 		 * changes nothing; the lease ends either way. */
 		atomic {
