@@ -10,7 +10,7 @@ import (
 
 func ExampleJoinHooks() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	// Two sets of hooks on one Client, as fenceprom's and fenceotel's
 	// would be: each sees every event, in the order joined.

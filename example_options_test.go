@@ -23,7 +23,7 @@ func ExampleOptions_Validate() {
 
 func ExampleClient_WithTTL() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	locks := fencelock.New(rdb, nil) // leases of 10s, the default
 

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 func Example() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
 	defer rdb.Close()
 	store := redisfence.New(rdb, &redisfence.Options{Prefix: "example:"})
 
