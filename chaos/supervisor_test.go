@@ -225,6 +225,12 @@ func (sv *supervisors) run(r *run, stop <-chan struct{}) {
 	for slot := range holderCount {
 		wg.Go(func() {
 			for time.Now().UnixNano() < until {
+				// No lease after the run's end: it would only start a
+				// COMMAND with nothing to do.
+				wait := time.Duration(until - time.Now().UnixNano()).Round(time.Millisecond)
+				if wait <= 0 {
+					break
+				}
 				sv.mu.Lock()
 				id := slot + holderCount*sv.gen
 				sv.gen++
@@ -234,7 +240,7 @@ func (sv *supervisors) run(r *run, stop <-chan struct{}) {
 				outs = append(outs, out)
 				outsMu.Unlock()
 				cfg, _ := json.Marshal(supervisedConfig{ID: id, URL: sv.front.URL, Fenced: r.fenced, Seed: r.seed + uint64(id), Until: until, Out: out, Called: time.Now().UnixNano()})
-				cmd := exec.Command(sv.bin, "run", "--redis", sv.lockURL, "--ttl", cliTTL.String(), "--wait", "3s", r.name, "--",
+				cmd := exec.Command(sv.bin, "run", "--redis", sv.lockURL, "--ttl", cliTTL.String(), "--wait", wait.String(), r.name, "--",
 					os.Args[0], "-test.run=^TestSupervisedHolder$", "-test.count=1")
 				cmd.Env = append(os.Environ(), supervisedEnv+"="+string(cfg))
 				var stderr bytes.Buffer
