@@ -72,7 +72,20 @@ func (h *Holder) cycle(ctx context.Context) bool {
 		return false
 	}
 	h.Rec.Lease(Acquisition{Client: h.ID, Token: l.Token(), Lease: l.ID(), Call: call, Return: ret})
-	f := l.Fence()
+	opctx := h.Hold(ctx, l.Fence())
+	rctx, cancel := context.WithTimeout(opctx, h.OpTimeout)
+	l.Release(rctx) // a lost lease is expected here; the resource decides
+	cancel()
+	return true
+}
+
+// Hold is what a cycle does under a lease whose fence is f, after the
+// acquire and before the release: a fenced read of the counter, the
+// computation, the fenced write, and now and then an operation on Note.
+// A holder whose lease someone else acquired (the COMMAND of fencelock
+// run) calls it directly. It returns the context of the operations, which
+// outlives ctx.
+func (h *Holder) Hold(ctx context.Context, f fence.Fence) context.Context {
 	// Operations outlive the run's end by at most OpTimeout, so that the
 	// last cycle's results are known.
 	opctx := context.WithoutCancel(ctx)
@@ -99,10 +112,7 @@ func (h *Holder) cycle(ctx context.Context) bool {
 	case 2:
 		h.op(opctx, Input{Resource: Note, Op: OpGet, Fence: f})
 	}
-	rctx, cancel := context.WithTimeout(opctx, h.OpTimeout)
-	l.Release(rctx) // a lost lease is expected here; the resource decides
-	cancel()
-	return true
+	return opctx
 }
 
 // compute returns how long the holder works between its read and its

@@ -31,6 +31,9 @@ const (
 	opHeader      = "Chaos-Op"
 	recordHeader  = "Chaos-Fence"
 	presentHeader = "Chaos-Present"
+	// SentHeader carries when the holder sent the request (wall clock,
+	// ns): a resource's clock would add its own scheduling delays.
+	SentHeader = "Chaos-Sent"
 )
 
 // HTTPResource is one run's resource behind httpfence.Middleware.
@@ -289,6 +292,7 @@ func (s *HTTPStore) do(ctx context.Context, op, resource string, f fence.Fence, 
 	if t, ok := opFrom(ctx); ok {
 		req.Header.Set(opHeader, strconv.Itoa(t.client)+"/"+strconv.FormatInt(t.id, 10))
 	}
+	req.Header.Set(SentHeader, strconv.FormatInt(now(), 10))
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		return nil, err
