@@ -349,6 +349,9 @@ type refuseProclaim = refuseAnnounce
 type refuseAnnounce struct {
 	kind string
 	on   atomic.Bool
+	// late holds each refusal until the request's context ends (the
+	// quorum's NodeTimeout): a node that answers last.
+	late bool
 }
 
 func (h *refuseAnnounce) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -357,6 +360,9 @@ func (h *refuseAnnounce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	kind := cmp.Or(h.kind, "proclaimed")
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.on.Load() && slices.Contains(cmd.Args(), any(kind)) {
+			if h.late {
+				<-ctx.Done()
+			}
 			err := errors.New("refused by the test")
 			cmd.SetErr(err)
 			return err

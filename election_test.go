@@ -773,12 +773,16 @@ func TestElection_quorumRecordOnMinority(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	opts := fencelock.Options{TTL: 5 * time.Second, RetryInterval: 100 * time.Millisecond}
-	refuse := &refuseAnnounce{kind: "elected"}
+	// Node 1 refuses the record at once, node 2 only when its request
+	// times out, so the round tallies node 0's record before it ends:
+	// two refusals at once could end it before node 0's yes came in, and
+	// a rule that elects on one record would go unseen.
+	refuse, late := &refuseAnnounce{kind: "elected"}, &refuseAnnounce{kind: "elected", late: true}
 	refuse.on.Store(true)
+	late.on.Store(true)
 	nodes := quorumClients(t, servers)
-	for _, n := range nodes[1:] {
-		n.AddHook(refuse)
-	}
+	nodes[1].AddHook(refuse)
+	nodes[2].AddHook(late)
 	e := fencelock.NewQuorum(nodes, &opts).Election("minority")
 	cctx, ccancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer ccancel()
@@ -790,6 +794,7 @@ func TestElection_quorumRecordOnMinority(t *testing.T) {
 		t.Errorf("Leader() after the failed Campaign = %+v, %v; want ErrNoLeader", got, err)
 	}
 	refuse.on.Store(false)
+	late.on.Store(false)
 	l, err := e.Campaign(ctx, "b")
 	if err != nil {
 		t.Fatalf("Campaign with every node answering error = %v", err)
