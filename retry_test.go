@@ -208,6 +208,29 @@ func retryClient(t *testing.T, m *redistest.Server, h *retriedLoss) *redis.Clien
 	return rdb
 }
 
+// retrySetup starts a master (with a replica for MinReplicas, but for
+// READONLY, whose case brings its own) and returns it with the
+// retriedLoss hook for requests naming marker, a client of the master
+// carrying it, and arm, which prepares the case and arms the fault
+// after the caller's warm-up.
+func retrySetup(t *testing.T, tc retryCase, minReplicas int, marker string) (*redistest.Server, *retriedLoss, *redis.Client, func()) {
+	t.Helper()
+	m := fastSyncMaster(t)
+	if minReplicas > 0 && tc.name != "READONLY" {
+		redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
+		redistest.WaitReplicasInSync(t, m, 1)
+	}
+	addr, prepare := tc.setup(t, m)
+	h := &retriedLoss{marker: []byte(marker), retryAddr: addr, state: lossHealed}
+	rdb := retryClient(t, m, h)
+	return m, h, rdb, func() {
+		prepare(h)
+		h.mu.Lock()
+		h.state = lossArmed
+		h.mu.Unlock()
+	}
+}
+
 // An acquisition whose reply is lost and whose retry by go-redis fails
 // (the dial refused, or READONLY from a replica the retry reached) took
 // the lock at the first try: the attempt must delete it before returning
@@ -218,14 +241,7 @@ func TestClient_TryAcquire_lostReplyRetried(t *testing.T) {
 		for _, tc := range retryCases {
 			t.Run(tc.name+map[int]string{0: "", 1: "/MinReplicas"}[minReplicas], func(t *testing.T) {
 				t.Parallel()
-				m := fastSyncMaster(t)
-				if minReplicas > 0 && tc.name != "READONLY" {
-					redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
-					redistest.WaitReplicasInSync(t, m, 1)
-				}
-				addr, prepare := tc.setup(t, m)
-				h := &retriedLoss{marker: []byte("{retried}"), retryAddr: addr, state: lossHealed}
-				rdb := retryClient(t, m, h)
+				m, h, rdb, arm := retrySetup(t, tc, minReplicas, "{retried}")
 				c := fencelock.New(rdb, &fencelock.Options{MinReplicas: minReplicas, ReplicaTimeout: 5 * time.Second})
 				ctx := t.Context()
 				// A warm-up loads the scripts; then the fault is armed.
@@ -234,10 +250,7 @@ func TestClient_TryAcquire_lostReplyRetried(t *testing.T) {
 					t.Fatalf("warm-up TryAcquire error = %v", err)
 				}
 				l.Release(ctx)
-				prepare(h)
-				h.mu.Lock()
-				h.state = lossArmed
-				h.mu.Unlock()
+				arm()
 
 				l, err = c.TryAcquire(ctx, "retried")
 				if !h.fired() {
@@ -281,14 +294,7 @@ func TestElection_Campaign_lostReplyRetried(t *testing.T) {
 		for _, tc := range retryCases {
 			t.Run(tc.name+map[int]string{0: "", 1: "/MinReplicas"}[minReplicas], func(t *testing.T) {
 				t.Parallel()
-				m := fastSyncMaster(t)
-				if minReplicas > 0 && tc.name != "READONLY" {
-					redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
-					redistest.WaitReplicasInSync(t, m, 1)
-				}
-				addr, prepare := tc.setup(t, m)
-				h := &retriedLoss{marker: []byte("{elected}"), retryAddr: addr, state: lossHealed}
-				rdb := retryClient(t, m, h)
+				m, h, rdb, arm := retrySetup(t, tc, minReplicas, "{elected}")
 				c := fencelock.New(rdb, &fencelock.Options{TTL: time.Minute, RetryInterval: 100 * time.Millisecond,
 					MinReplicas: minReplicas, ReplicaTimeout: 5 * time.Second})
 				ctx := t.Context()
@@ -299,10 +305,7 @@ func TestElection_Campaign_lostReplyRetried(t *testing.T) {
 				if err := warm.Resign(ctx); err != nil {
 					t.Fatalf("warm-up Resign error = %v", err)
 				}
-				prepare(h)
-				h.mu.Lock()
-				h.state = lossArmed
-				h.mu.Unlock()
+				arm()
 
 				// The failed attempt is retried by Campaign (an Acquire): it
 				// must get the lock at once, not a TTL later.
