@@ -1,17 +1,32 @@
 -- acquire.lua: take the lock if it is free and issue its fencing token, in
 -- one atomic step.
--- KEYS[1] lock key, KEYS[2] token key (same hash tag, so same slot)
+-- KEYS[1] lock key, KEYS[2] token key, KEYS[3] lock-delay key, optional
+--   (one hash tag, so one slot)
 -- ARGV[1] owner value, ARGV[2] ttl in ms,
 -- ARGV[3] token key expiry in ms: the TTL plus the retention (0 keeps it forever),
--- ARGV[4] proposed token in µs, 0 for none: a quorum's (quorum.go)
+-- ARGV[4] proposed token in µs, 0 for none: a quorum's (quorum.go),
+-- ARGV[5] lock-delay key expiry in ms: the TTL plus the lease's
+--   LockDelay; 0 or absent for none (the delay key is then only read)
 -- returns the token (> 0) when acquired; when another owner holds the
---   lock, minus its remaining TTL in ms (<= 0; 0 if it has none); an
---   error reply, with nothing written, when either key holds a value of
+--   lock, minus its remaining TTL in ms (<= 0; 0 if it has none); when
+--   the lock is free but KEYS[3] holds another owner's value (a lease
+--   that expired less than its LockDelay ago), minus the delay key's
+--   remaining TTL in ms, so that the caller waits as for a held lock; an
+--   error reply, with nothing written, when any key holds a value of
 --   the wrong type. When this owner already holds the lock (a retried
 --   request), the token it was issued, or with a proposal a token issued
 --   anew: in a quorum another client's write-back may have raised the
 --   counter since, and every token a node returns with a proposal must be
 --   one it issued to this very request.
+--
+-- Lock-delay (Chubby's): a lease acquired with ARGV[5] > 0 writes the
+-- delay key with its owner value and that expiry, renew.lua extends it
+-- with the lock, and release.lua deletes it with the lock. So a lease
+-- that ends by expiry leaves it behind for LockDelay more, and every
+-- acquirer, whatever its own LockDelay, is refused until it expires; a
+-- delay key of this very owner (a retried request whose lock expired)
+-- refuses nothing. It is checked while the lock is free only: a held
+-- lock is refused as it always was.
 --
 -- token = max(stored + 1, server time in microseconds): the clock floor
 -- keeps tokens increasing after the counter is lost (restart without
@@ -34,6 +49,17 @@ if stored then
 end
 local proposal = tonumber(ARGV[4])
 local t = redis.call('TIME')
+-- GET fails with WRONGTYPE if a key is not a string.
+if KEYS[3] then
+  local delayed = redis.call('GET', KEYS[3])
+  if delayed and delayed ~= ARGV[1] and not redis.call('GET', KEYS[1]) then
+    local pttl = redis.call('PTTL', KEYS[3])
+    if pttl < 0 then
+      return 0
+    end
+    return -pttl
+  end
+end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Held. GET fails with WRONGTYPE if the key is not a string.
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -60,5 +86,8 @@ if ARGV[3] == '0' then
   redis.call('SET', KEYS[2], string.format('%d', token))
 else
   redis.call('SET', KEYS[2], string.format('%d', token), 'PX', ARGV[3])
+end
+if KEYS[3] and ARGV[5] and ARGV[5] ~= '0' then
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[5])
 end
 return token
