@@ -127,9 +127,9 @@ func (q *quorum) elect(ctx context.Context, b *leadership, r *lockRef) (int64, t
 // script, and resigning as its cleanup.
 func (b *leadership) campaign(ctx context.Context, n *node, name, owner string) (int64, time.Duration, error) {
 	cfg := b.cfg
-	args := append(campaignRun.args("4", 13), cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
-		owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
-		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen)
+	args := append(campaignRun.args("5", 15), cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
+		cfg.delayKey(name), owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
+		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen, cfg.delayArg)
 	return n.take(ctx, cfg.lockKey(name), campaignRun, args, func(ctx context.Context) { b.resign(ctx, n, name, owner) })
 }
 
@@ -165,9 +165,9 @@ func (b *leadership) renew(ctx context.Context, r *lockRef) (bool, error) {
 	owner, cfg := r.owner, b.cfg
 	name := r.name
 	return b.el.each(ctx, "renewed", cfg.ttl-cfg.drift, func(ctx context.Context, _ int, n *node) (bool, error) {
-		v, err := renewLeaderRun.run(ctx, n.rdb, append(renewLeaderRun.args("4", 7),
-			cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
-			owner, cfg.ttl.Milliseconds(), cfg.retentionArg))
+		v, err := renewLeaderRun.run(ctx, n.rdb, append(renewLeaderRun.args("5", 9),
+			cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name), cfg.delayKey(name),
+			owner, cfg.ttl.Milliseconds(), cfg.retentionArg, cfg.delayArg))
 		return v == 1, n.follow(ctx, err)
 	})
 }
@@ -201,8 +201,8 @@ func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *
 // and wakes the candidates and the observers.
 func (b *leadership) resign(ctx context.Context, n *node, name, owner string) (bool, error) {
 	cfg := b.cfg
-	v, err := resignRun.run(ctx, n.rdb, append(resignRun.args("3", 9),
-		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name),
+	v, err := resignRun.run(ctx, n.rdb, append(resignRun.args("4", 10),
+		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name), cfg.delayKey(name),
 		owner, cfg.channel(name), cfg.changedChannel(name), b.publish(ctx, n, name),
 		cfg.retentionArg, historyLen))
 	return v == 1, n.follow(ctx, err)

@@ -142,9 +142,9 @@ func TestElection_campaignReplyLost(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := t.Context()
 	hook := &loseReplies{match: func(cmd redis.Cmder) bool {
-		// The campaign script: 4 keys and 9 arguments.
+		// The campaign script: 5 keys and 10 arguments.
 		a := cmd.Args()
-		return (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) == 3+4+9 && fmt.Sprint(a[2]) == "4"
+		return (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) == 3+5+10 && fmt.Sprint(a[2]) == "5"
 	}}
 	rdb.AddHook(hook)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

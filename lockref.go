@@ -20,6 +20,7 @@ type lockRef struct {
 	lock    string // prefix{name}
 	token   string // prefix{name}:token, the token counter
 	channel string // prefix{name}:released, published on release
+	delay   string // prefix{name}:delay, the lock-delay key (lua/acquire.lua)
 	lockArg any    // lock, boxed once
 	// channelArg is channel, boxed once, for the release: hooks that
 	// tell a release from a renewal look for the channel among its
@@ -45,27 +46,28 @@ func (c *config) setRef(r *lockRef, name, owner string) {
 		rand.Read(raw[:]) // never fails (crypto/rand, Go 1.24+)
 		base64.RawURLEncoding.Encode(enc[:], raw[:])
 	}
-	const token, released = "}:token", "}:released"
+	const token, released, delay = "}:token", "}:released", "}:delay"
 	base := len(c.prefix) + 1 + len(name)
 	var b strings.Builder
-	b.Grow(ownerLen + len(owner) + 2*base + len(token) + len(released))
+	b.Grow(ownerLen + len(owner) + 3*base + len(token) + len(released) + len(delay))
 	if owner == "" {
 		b.Write(enc[:])
 	} else {
 		b.WriteString(owner)
 	}
-	for _, suffix := range [...]string{token, released} {
+	for _, suffix := range [...]string{token, released, delay} {
 		b.WriteString(c.prefix)
 		b.WriteByte('{')
 		b.WriteString(name)
 		b.WriteString(suffix)
 	}
 	s := b.String()
-	i := len(s) - 2*base - len(token) - len(released)
+	i := len(s) - 3*base - len(token) - len(released) - len(delay)
 	r.name, r.owner = name, s[:i]
 	r.token, i = s[i:i+base+len(token)], i+base+len(token)
 	r.lock = r.token[:base+1]
-	r.channel = s[i:]
+	r.channel, i = s[i:i+base+len(released)], i+base+len(released)
+	r.delay = s[i:]
 	r.lockArg, r.channelArg = r.lock, r.channel
 }
 

@@ -61,7 +61,9 @@ func (n *node) natives(ctx context.Context, key string) natives {
 }
 
 func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
-	args := append(acquireRun.args("2", 6), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, &r.proposal)
+	// The delay key is sent whatever this Client's LockDelay: another
+	// Client's lease may have left one (lua/acquire.lua).
+	args := append(acquireRun.args("3", 8), r.lockArg, &r.token, &r.delay, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, &r.proposal, n.cfg.delayArg)
 	return n.take(ctx, r.lock, acquireRun, args, func(ctx context.Context) { n.release(ctx, r) })
 }
 
@@ -176,14 +178,14 @@ func parseAcquire(reply int64) (token int64, held time.Duration) {
 // r's owner holds it. A lock that is gone, held by another owner or not a
 // string reports false.
 func (n *node) renew(ctx context.Context, r *lockRef) (bool, error) {
-	if n.natives(ctx, r.lock).setIFEQ() {
+	if n.nativeRenew(ctx, r.lock) {
 		held, err := n.renewNative(ctx, r)
 		if !nativeRefused(err) {
 			return held, n.follow(ctx, err)
 		}
 		n.refuseNatives(ctx, r.lock)
 	}
-	args := append(renewRun.args("2", 5), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg)
+	args := append(renewRun.args("3", 7), r.lockArg, &r.token, &r.delay, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, n.cfg.delayArg)
 	v, err := renewRun.run(ctx, n.rdb, args)
 	return v == 1, n.follow(ctx, err)
 }
@@ -198,14 +200,14 @@ func (n *node) renewMany(ctx context.Context, refs []*lockRef) ([]bool, []error)
 	cmds := make([]sent, len(refs))
 	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range refs {
-			if n.natives(ctx, r.lock).setIFEQ() {
+			if n.nativeRenew(ctx, r.lock) {
 				cmds[i].set = p.Do(ctx, "SET", r.lockArg, &r.owner, "IFEQ", &r.owner, "PX", n.cfg.ttlArg)
 				if n.cfg.counterTTL > 0 {
 					cmds[i].keep = p.PExpire(ctx, r.token, n.cfg.counterTTL)
 				}
 				continue
 			}
-			args := append(renewRun.args("2", 5), r.lockArg, &r.token, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg)
+			args := append(renewRun.args("3", 7), r.lockArg, &r.token, &r.delay, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, n.cfg.delayArg)
 			cmd := redis.NewIntCmd(ctx, args...)
 			p.Process(ctx, cmd)
 			cmds[i].script = cmd
@@ -237,6 +239,15 @@ func (n *node) renewMany(ctx context.Context, refs []*lockRef) ([]bool, []error)
 		}
 	}
 	return held, errs
+}
+
+// nativeRenew reports whether renewals of the lock at key use SET IFEQ:
+// where its master has it, and for leases without LockDelay. The delay
+// key must follow the lock only while the lease holds it (lua/renew.lua);
+// a pipelined SET IFEQ on it would also run for a lock that expired, and
+// push its delay back.
+func (n *node) nativeRenew(ctx context.Context, key string) bool {
+	return n.cfg.lockDelay == 0 && n.natives(ctx, key).setIFEQ()
 }
 
 // renewNative renews with SET IFEQ, always with PX (a SET without it
@@ -292,7 +303,10 @@ func (n *node) shardedPubSub(ctx context.Context, channel string) bool {
 // it reports whether it deleted.
 func (n *node) release(ctx context.Context, r *lockRef) (bool, error) {
 	nat := n.natives(ctx, r.lock)
-	if nat.delex || nat.delifeq {
+	// With LockDelay, the Lua release: a pipelined native delete of the
+	// delay key would also run for a lease that expired, and cut short
+	// the delay that its expiry started.
+	if (nat.delex || nat.delifeq) && n.cfg.lockDelay == 0 {
 		deleted, err := n.releaseNative(ctx, r, nat)
 		switch {
 		case nativeRefused(err):
@@ -309,7 +323,7 @@ func (n *node) release(ctx context.Context, r *lockRef) (bool, error) {
 	if n.cluster != nil && nat.spublish {
 		publish = spublishArg
 	}
-	args := append(releaseRun.args("1", 4), r.lockArg, &r.owner, r.channelArg, publish)
+	args := append(releaseRun.args("2", 5), r.lockArg, &r.delay, &r.owner, r.channelArg, publish)
 	v, err := releaseRun.run(ctx, n.rdb, args)
 	return v == 1, n.follow(ctx, err)
 }

@@ -15,6 +15,10 @@ const (
 
 	// MaxNameLen is the longest lock name, in bytes.
 	MaxNameLen = 512
+
+	// MaxLockDelay bounds Options.LockDelay. A name kept from everyone for
+	// longer than an hour after a crash is better left to an operator.
+	MaxLockDelay = time.Hour
 )
 
 // Options configure a Client. A nil *Options is valid and selects every
@@ -81,6 +85,22 @@ type Options struct {
 	// Default: 24h.
 	TokenRetention time.Duration
 
+	// LockDelay, if positive, keeps a lock from being acquired again for
+	// that long after a lease of this Client ends by expiry rather than by
+	// Release (Chubby's lock-delay): a holder that crashed, hung or was
+	// cut off leaves its delayed requests time to drain before the next
+	// holder starts, for a resource that cannot check fencing tokens.
+	// Release, and Resign, skip the delay. The server's script enforces
+	// it, on the server's clock: every acquirer waits it out, whatever its
+	// own LockDelay, except a retried request of the lease itself. It is
+	// no guarantee (see FAILURE_MODEL.md: a failover, a restart without
+	// persistence or a step of the server's clock can cut it short);
+	// fencing tokens are. A lease handed to another process must be
+	// renewed and released there by a Client with the same LockDelay
+	// (Client.Attach). It must lie between 1ms and MaxLockDelay, or be 0.
+	// Default: 0 (no delay).
+	LockDelay time.Duration
+
 	// Hooks, if set, receives an event for each acquisition attempt and
 	// result, renewal, loss and release; see Hooks. It is copied by New.
 	// Default: nil (no events, at no cost).
@@ -98,6 +118,7 @@ type Options struct {
 // config is Options with defaults applied and derived values computed.
 type config struct {
 	ttl, renewEvery, retry, replicaTimeout, retention, drift time.Duration
+	lockDelay                                                time.Duration
 	nodeTimeout                                              time.Duration
 	prefix                                                   string
 	minReplicas                                              int
@@ -108,6 +129,7 @@ type config struct {
 	// The scripts' numeric arguments, in milliseconds, boxed once.
 	counterTTL           time.Duration // the counter's expiry at each use: retention + TTL, 0 to keep it
 	ttlArg, retentionArg any           // ttl and counterTTL in ms, boxed once
+	delayArg             any           // the delay key's expiry, TTL + LockDelay, in ms; 0 for no delay
 }
 
 // Keys and channel: the lock (prefix{name}), its token counter
@@ -118,6 +140,7 @@ type config struct {
 func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "}" }
 func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
 func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
+func (c *config) delayKey(name string) string { return c.prefix + "{" + name + "}:delay" }
 
 // Validate reports whether New would accept o, with the error, wrapping
 // ErrInvalid, that every call on such a Client would return: a
@@ -142,6 +165,7 @@ func (o *Options) config() (config, error) {
 		retention:      opts.TokenRetention,
 		prefix:         opts.Prefix,
 		minReplicas:    opts.MinReplicas,
+		lockDelay:      opts.LockDelay,
 		logger:         opts.Logger,
 	}
 	if opts.Hooks != nil {
@@ -201,6 +225,10 @@ func (o *Options) config() (config, error) {
 	case c.retention < c.ttl:
 		return c, fmt.Errorf("%w: TokenRetention %v shorter than TTL %v", ErrInvalid, c.retention, c.ttl)
 	}
+	// Below a millisecond the scripts would read the delay as none.
+	if c.lockDelay != 0 && (c.lockDelay < time.Millisecond || c.lockDelay > MaxLockDelay) {
+		return c, fmt.Errorf("%w: LockDelay %v neither 0 nor in [1ms, %v]", ErrInvalid, c.lockDelay, MaxLockDelay)
+	}
 	// The counter is kept for the retention after its lock's last use,
 	// which lasts until the lock's expiry: a TTL from the acquisition or
 	// renewal that writes the counter's expiry. A lock taken over by
@@ -209,6 +237,10 @@ func (o *Options) config() (config, error) {
 		c.counterTTL = c.retention + c.ttl
 	}
 	c.ttlArg, c.retentionArg = c.ttl.Milliseconds(), c.counterTTL.Milliseconds()
+	c.delayArg = int64(0)
+	if c.lockDelay > 0 {
+		c.delayArg = (c.ttl + c.lockDelay).Milliseconds()
+	}
 	return c, nil
 }
 

@@ -305,8 +305,8 @@ func (lr *lostReplies) ran(cmd redis.Cmder, err error) {
 
 // lockCommand classifies a holder's lock command: "acquire", "renew" or
 // "release", or "" for anything else (a wake-up subscription, COMMAND
-// INFO). Scripts are told apart by their shape (lua/acquire.lua: 2 keys, 4
-// arguments; lua/renew.lua: 2 keys, 3; lua/release.lua: 1 key), natives by name.
+// INFO). Scripts are told apart by their shape (lua/acquire.lua: 3 keys, 5
+// arguments; lua/renew.lua: 3 keys, 4; lua/release.lua: 2 keys), natives by name.
 func lockCommand(cmd redis.Cmder) string {
 	args := cmd.Args()
 	switch strings.ToLower(cmd.Name()) {
@@ -315,11 +315,11 @@ func lockCommand(cmd redis.Cmder) string {
 			return ""
 		}
 		switch keys := argString(args[2]); {
-		case keys == "2" && len(args) == 9:
+		case keys == "3" && len(args) == 11:
 			return "acquire"
-		case keys == "2" && len(args) == 8:
+		case keys == "3" && len(args) == 10:
 			return "renew"
-		case keys == "1":
+		case keys == "2":
 			return "release"
 		}
 	case "set":

@@ -4,14 +4,18 @@
 -- announce), so that the token and the record are issued by the very
 -- code that issues them elsewhere.
 -- KEYS[1] lock key, KEYS[2] token key, KEYS[3] leader record key,
---   KEYS[4] history key (one hash tag, so one Cluster slot)
+--   KEYS[4] history key, KEYS[5] lock-delay key (one hash tag, so one
+--   Cluster slot)
 -- ARGV[1] owner value, ARGV[2] ttl in ms, ARGV[3] token key and history
 --   retention in ms (0 keeps them forever), ARGV[4] lease ID, ARGV[5]
 --   value, ARGV[6] since (µs since the epoch), ARGV[7] observers'
---   channel, ARGV[8] 'SPUBLISH' or 'PUBLISH', ARGV[9] history length
+--   channel, ARGV[8] 'SPUBLISH' or 'PUBLISH', ARGV[9] history length,
+--   ARGV[10] lock-delay key expiry in ms, 0 for none (acquire.lua's
+--   ARGV[5]: the delay rule is acquire's)
 -- returns acquire.lua's reply: the term (> 0) when owner leads (the
 --   record and a history entry are written), minus the holder's remaining
---   TTL in ms (<= 0) when another owner holds the lock; an error reply,
+--   TTL in ms (<= 0) when another owner holds the lock or its lock-delay
+--   stands (see acquire.lua); an error reply,
 --   with nothing written, when a key holds the wrong type. acquire gets no
 --   proposal (its ARGV[4] is 0).
 --
@@ -21,7 +25,7 @@ local rtype, htype = redis.call('TYPE', KEYS[3]).ok, redis.call('TYPE', KEYS[4])
 if (rtype ~= 'none' and rtype ~= 'hash') or (htype ~= 'none' and htype ~= 'stream') then
   return redis.error_reply('WRONGTYPE fencelock: leader record or history holds the wrong type')
 end
-local r = acquire({KEYS[1], KEYS[2]}, {ARGV[1], ARGV[2], ARGV[3], '0'})
+local r = acquire({KEYS[1], KEYS[2], KEYS[5]}, {ARGV[1], ARGV[2], ARGV[3], '0', ARGV[10]})
 if r > 0 then
   announce({KEYS[1], KEYS[3], KEYS[4]}, {ARGV[1], 'elected', string.format('%d', r),
     ARGV[4], ARGV[5], '0', ARGV[6], ARGV[7], ARGV[8], ARGV[3], ARGV[9]})

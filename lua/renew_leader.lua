@@ -2,9 +2,11 @@
 -- lock if owner holds it, its leader record with it, and the retention of
 -- the token counter and the history.
 -- KEYS[1] lock key, KEYS[2] token key, KEYS[3] leader record key,
---   KEYS[4] history key (one hash tag, so one Cluster slot)
+--   KEYS[4] history key, KEYS[5] lock-delay key (one hash tag, so one
+--   Cluster slot)
 -- ARGV[1] owner value, ARGV[2] ttl in ms, ARGV[3] token key and history
---   retention in ms (0 keeps them forever)
+--   retention in ms (0 keeps them forever), ARGV[4] lock-delay key
+--   expiry in ms, 0 for none (as renew.lua's)
 -- returns 1 if extended, 0 if the lock is absent, held by another owner,
 --   or not a string (nothing is changed then).
 --
@@ -29,5 +31,8 @@ end
 if ARGV[3] ~= '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
   redis.call('PEXPIRE', KEYS[4], ARGV[3])
+end
+if ARGV[4] ~= '0' then
+  redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[4])
 end
 return 1

@@ -1,0 +1,222 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// gone polls until key no longer exists on rdb: an expiry is waited for on
+// the server's state, never by sleeping a guessed time.
+func gone(t *testing.T, rdb redis.UniversalClient, key string) {
+	t.Helper()
+	ctx := t.Context()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		n, err := rdb.Exists(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("EXISTS %s: %v", key, err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists after 5s", key)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval, not a synchronisation
+	}
+}
+
+// A lease that expires leaves its lock-delay behind: the lock is free, but
+// every acquirer, one without a LockDelay of its own included, is refused
+// until the delay key, which outlived the lock by LockDelay, expires.
+func TestLockDelay_afterExpiry(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	const ttl, delay = 100 * time.Millisecond, 400 * time.Millisecond
+	holder := fencelock.New(rdb, &fencelock.Options{TTL: ttl, LockDelay: delay, RenewInterval: -1})
+	other := fencelock.New(rdb, nil)
+	l, err := holder.TryAcquire(ctx, "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rdb.Get(ctx, "fencelock:{crash}:delay").Val(); got != l.Secret() {
+		t.Fatalf("delay key holds %q, want the lease's owner value", got)
+	}
+	if lock, dk := rdb.PTTL(ctx, "fencelock:{crash}").Val(), rdb.PTTL(ctx, "fencelock:{crash}:delay").Val(); dk-lock < delay-20*time.Millisecond || dk > ttl+delay {
+		t.Fatalf("delay key PTTL %v with the lock's %v, want about the lock's + %v", dk, lock, delay)
+	}
+	// The holder never releases: its lock expires.
+	gone(t, rdb, "fencelock:{crash}")
+	left := rdb.PTTL(ctx, "fencelock:{crash}:delay").Val()
+	if left <= 0 {
+		t.Fatalf("delay key PTTL %v after the lock expired, want > 0", left)
+	}
+	if _, err := other.TryAcquire(ctx, "crash"); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire within the delay: error = %v, want ErrNotAcquired", err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{crash}").Val(); n != 0 {
+		t.Fatal("a refused acquisition wrote the lock")
+	}
+	gone(t, rdb, "fencelock:{crash}:delay")
+	l2, err := other.TryAcquire(ctx, "crash")
+	if err != nil {
+		t.Fatalf("TryAcquire after the delay: %v", err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("token after the delay %d, want > %d", l2.Token(), l.Token())
+	}
+	if n := rdb.Exists(ctx, "fencelock:{crash}:delay").Val(); n != 0 {
+		t.Error("a lease without LockDelay wrote a delay key")
+	}
+}
+
+// Release skips the delay: the delay key goes with the lock, and the next
+// acquirer takes the lock at once. A Release that comes after the lease
+// expired deletes nothing: the delay its expiry started stands.
+func TestLockDelay_releaseSkips(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{TTL: 100 * time.Millisecond, LockDelay: time.Minute, RenewInterval: -1})
+	l, err := c.TryAcquire(ctx, "clean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{clean}", "fencelock:{clean}:delay").Val(); n != 0 {
+		t.Fatalf("%d of the lock and delay key left after Release, want none", n)
+	}
+	l, err = c.TryAcquire(ctx, "clean")
+	if err != nil {
+		t.Fatalf("TryAcquire after Release: %v", err)
+	}
+	gone(t, rdb, "fencelock:{clean}")
+	if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+		t.Fatalf("Release after expiry: error = %v, want ErrLeaseLost", err)
+	}
+	if got := rdb.PTTL(ctx, "fencelock:{clean}:delay").Val(); got < 50*time.Second {
+		t.Errorf("delay key PTTL %v after a late Release, want the minute's delay to stand", got)
+	}
+}
+
+// A renewal writes the delay key anew with the lock: it outlives the
+// renewed lock by LockDelay again, even if it had been lost meanwhile.
+func TestLockDelay_renewTracksLease(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	const ttl, delay = 2 * time.Second, 30 * time.Second
+	c := fencelock.New(rdb, &fencelock.Options{TTL: ttl, LockDelay: delay, RenewInterval: -1})
+	l, err := c.TryAcquire(ctx, "renewed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	rdb.PExpire(ctx, "fencelock:{renewed}:delay", 10*time.Millisecond)
+	gone(t, rdb, "fencelock:{renewed}:delay")
+	if err := l.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rdb.PTTL(ctx, "fencelock:{renewed}:delay").Val(); got <= ttl+delay-time.Second {
+		t.Errorf("delay key PTTL %v after Renew, want about %v", got, ttl+delay)
+	}
+	if got := rdb.Get(ctx, "fencelock:{renewed}:delay").Val(); got != l.Secret() {
+		t.Errorf("delay key holds %q after Renew, want the lease's owner value", got)
+	}
+}
+
+// An election's leader that expires delays the next Campaign; one that
+// resigns does not.
+func TestLockDelay_election(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	c := fencelock.New(rdb, &fencelock.Options{TTL: 100 * time.Millisecond, LockDelay: time.Minute, RenewInterval: -1})
+	if _, err := c.Election("crashed").Campaign(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, rdb, "fencelock:{crashed}")
+	if rdb.PTTL(ctx, "fencelock:{crashed}:delay").Val() <= 0 {
+		t.Fatal("no lock-delay after the leader's lease expired")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.Election("crashed").Campaign(cctx, "b"); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("Campaign within the delay: error = %v, want ErrNotAcquired", err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{crashed}", "fencelock:{crashed}:leader").Val(); n != 0 {
+		t.Fatal("a Campaign within the delay wrote the lock or the record")
+	}
+
+	e := c.Election("resigned")
+	if _, err := e.Campaign(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{resigned}:delay").Val(); n != 0 {
+		t.Fatal("delay key left after Resign")
+	}
+	if _, err := c.Election("resigned").Campaign(ctx, "b"); err != nil {
+		t.Fatalf("Campaign after Resign: %v", err)
+	}
+}
+
+// On a quorum each node keeps the delay: an expired lease's delay refuses
+// the next acquisition on the majority that holds it; Release clears it
+// on every node.
+func TestLockDelay_quorum(t *testing.T) {
+	t.Parallel()
+	_, nodes := quorumNodes(t, 3)
+	ctx := t.Context()
+	c := fencelock.NewQuorum(nodes, &fencelock.Options{TTL: 200 * time.Millisecond, LockDelay: time.Minute, RenewInterval: -1})
+	l, err := c.TryAcquire(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		if v := n.Exists(ctx, "fencelock:{q}:delay").Val(); v != 0 {
+			t.Errorf("node %d: delay key left after Release", i)
+		}
+	}
+	if _, err = c.TryAcquire(ctx, "q"); err != nil {
+		t.Fatalf("TryAcquire after Release: %v", err)
+	}
+	for _, n := range nodes {
+		gone(t, n, "fencelock:{q}")
+	}
+	if _, err := fencelock.NewQuorum(nodes, nil).TryAcquire(ctx, "q"); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire within the delay: error = %v, want ErrNotAcquired", err)
+	}
+	for i, n := range nodes {
+		if v := n.Exists(ctx, "fencelock:{q}").Val(); v != 0 {
+			t.Errorf("node %d: a refused quorum acquisition left the lock", i)
+		}
+	}
+}
+
+func TestLockDelay_invalid(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{-time.Second, time.Microsecond, fencelock.MaxLockDelay + time.Second} {
+		if err := (&fencelock.Options{LockDelay: d}).Validate(); !errors.Is(err, fencelock.ErrInvalid) {
+			t.Errorf("LockDelay %v: Validate error = %v, want ErrInvalid", d, err)
+		}
+	}
+	for _, d := range []time.Duration{0, time.Millisecond, fencelock.MaxLockDelay} {
+		if err := (&fencelock.Options{LockDelay: d}).Validate(); err != nil {
+			t.Errorf("LockDelay %v: Validate error = %v, want nil", d, err)
+		}
+	}
+}
