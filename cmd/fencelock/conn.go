@@ -34,6 +34,7 @@ type conn struct {
 	tls     tlsFlags
 	prefix  string
 	ttl     time.Duration // 0 for commands without --ttl
+	delay   time.Duration // --lock-delay, 0 for none
 	timeout time.Duration
 	hooks   *fencelock.Hooks // for the lock client, if set
 }
@@ -56,11 +57,22 @@ func (cn *conn) addTTL(cmd *command, envs ...string) {
 	cmd.fromEnv("ttl", envs...)
 }
 
+// addLockDelay registers --lock-delay, and FENCELOCK_LOCK_DELAY, on cmd.
+func (cn *conn) addLockDelay(cmd *command) {
+	cmd.duration(&cn.delay, "lock-delay", 0, "after a lease ends by expiry rather than release, keep the lock from every acquirer\n      this much longer (a `duration`; fencelock.Options.LockDelay): time for a crashed\n      holder's delayed requests to drain. No safety guarantee (default 0: none)")
+	cmd.fromEnv("lock-delay", "FENCELOCK_LOCK_DELAY")
+}
+
 // check validates the flags without connecting, so usage errors come
 // before any network traffic.
 func (cn *conn) check(cmd *command) (*redisTarget, error) {
 	// The library decides which TTLs it accepts; a zero one, which Options
 	// would take for the default, is a mistake on the command line.
+	if cn.delay != 0 {
+		if err := cmd.durationIn("lock-delay", cn.delay, time.Millisecond, fencelock.MaxLockDelay); err != nil {
+			return nil, err
+		}
+	}
 	if cmd.fs.Lookup("ttl") != nil && (cn.ttl == 0 || cn.options(true).Validate() != nil) {
 		return nil, usageErrorf("%s: want a duration from %s to %s, e.g. 30s", cmd.source("ttl"), shortDuration(fencelock.MinTTL), shortDuration(fencelock.MaxTTL))
 	}
@@ -442,7 +454,7 @@ func (cn *conn) locks(rdb redis.UniversalClient, renew bool) *fencelock.Client {
 
 // options returns the lock client's Options for cn's flags.
 func (cn *conn) options(renew bool) *fencelock.Options {
-	o := &fencelock.Options{TTL: cn.ttl, Prefix: cn.prefix, Hooks: cn.hooks}
+	o := &fencelock.Options{TTL: cn.ttl, Prefix: cn.prefix, Hooks: cn.hooks, LockDelay: cn.delay}
 	if !renew {
 		o.RenewInterval = -1
 	}

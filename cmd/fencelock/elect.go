@@ -68,6 +68,7 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	cmd := c.command("elect", "[flags] NAME [--] COMMAND [ARG...]", electAbout, electExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
+	cn.addLockDelay(cmd)
 	wf.addElect(cmd)
 	cmd.fs.StringVar(&value, "value", "", "what this candidate announces while it leads, e.g. its `address` (default: host name and process ID)")
 	cmd.fromEnv("value", "FENCELOCK_VALUE")

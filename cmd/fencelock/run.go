@@ -73,6 +73,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	cmd := c.command("run", "[flags] NAME [--] COMMAND [ARG...]", runAbout, runExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
+	cn.addLockDelay(cmd)
 	wf.add(cmd)
 	cf.add(cmd)
 	name, argv, err := cmd.parseCommand(args)

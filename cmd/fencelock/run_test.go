@@ -221,6 +221,11 @@ func TestRun_usage(t *testing.T) {
 		{"run", "--redis", "redis://127.0.0.1:1/notadb", "name", "--", "true"},
 		{"run", "--redis", "redis+sentinel://127.0.0.1:1", "name", "--", "true"},
 		{"run", "--redis", url, "--prefix", "", "name", "--", "true"},
+		{"run", "--redis", url, "--lock-delay", "-1s", "name", "--", "true"},
+		{"run", "--redis", url, "--lock-delay", "1ns", "name", "--", "true"},
+		{"run", "--redis", url, "--lock-delay", "2h", "name", "--", "true"},
+		{"run", "--redis", url, "--lock-delay", "soon", "name", "--", "true"},
+		{"elect", "--redis", url, "--lock-delay", "-1s", "name", "--", "true"},
 		{"run", "--redis", url, "bad{name}", "--", "true"},
 		{"bogus"},
 		{},
@@ -236,6 +241,7 @@ func TestRun_usageFromEnv(t *testing.T) {
 	t.Parallel()
 	for _, env := range []map[string]string{
 		{"FENCELOCK_TTL": "soon"},
+		{"FENCELOCK_LOCK_DELAY": "-5s"},
 		{"FENCELOCK_WAIT": "x"},
 		{"FENCELOCK_GRACE": "1"},
 		{"FENCELOCK_GRACE": "6s"}, // more than half the default 10s TTL
