@@ -43,3 +43,40 @@ func ExampleClient_WithTTL() {
 	// Output:
 	// held for up to 1h0m0s unless renewed
 }
+
+func ExampleOptions_lockDelay() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
+	defer rdb.Close()
+	// The mailer cannot check fencing tokens: after a holder crashes, give
+	// its delayed requests a minute to drain before anyone sends again.
+	locks := fencelock.New(rdb, &fencelock.Options{TTL: 50 * time.Millisecond, LockDelay: time.Minute, RenewInterval: -1})
+
+	l, err := locks.TryAcquire(ctx, "example:mailer")
+	if err != nil {
+		fmt.Println("acquire:", err)
+		return
+	}
+	// A holder that never renews nor releases: its lease expires.
+	<-l.Context().Done()
+	for rdb.Exists(ctx, "fencelock:{example:mailer}").Val() != 0 {
+		time.Sleep(5 * time.Millisecond) // until the server's expiry
+	}
+	_, err = locks.TryAcquire(ctx, "example:mailer")
+	fmt.Println("within the delay:", errors.Is(err, fencelock.ErrNotAcquired))
+
+	// A clean Release skips it.
+	rdb.Del(ctx, "fencelock:{example:mailer}:delay") // end the example's delay
+	l, err = locks.TryAcquire(ctx, "example:mailer")
+	if err != nil {
+		fmt.Println("acquire:", err)
+		return
+	}
+	l.Release(ctx)
+	l, err = locks.TryAcquire(ctx, "example:mailer")
+	fmt.Println("after Release:", err)
+	l.Release(ctx)
+	// Output:
+	// within the delay: true
+	// after Release: <nil>
+}
