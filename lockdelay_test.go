@@ -156,6 +156,20 @@ func TestLockDelay_election(t *testing.T) {
 		t.Fatal("a Campaign within the delay wrote the lock or the record")
 	}
 
+	// A leader's renewal writes its delay key anew, as a lease's does.
+	led, err := c.Election("renewed").Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, "fencelock:{renewed}:delay")
+	if err := led.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rdb.PTTL(ctx, "fencelock:{renewed}:delay").Val(); got < 59*time.Second {
+		t.Errorf("delay key PTTL %v after the leader's Renew, want about TTL + 1m", got)
+	}
+	led.Release(ctx)
+
 	e := c.Election("resigned")
 	if _, err := e.Campaign(ctx, "a"); err != nil {
 		t.Fatal(err)
