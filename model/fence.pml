@@ -24,8 +24,16 @@
  * not interleave). gone has bit l set for such leases.
  */
 
-byte resTok;	/* stored fence: token (0: nothing stored yet) */
-byte resLease;	/* stored fence: lease ID */
+/* One resource, or with RES_DIM ([n]) n of them, the access going to
+ * resource RES_AT ([i], i a global the caller sets): semaphore.pml's
+ * resource per permit slot. Empty by default, so the lock-side files read
+ * as one resource. */
+#ifndef RES_DIM
+#define RES_DIM
+#define RES_AT
+#endif
+byte resTok RES_DIM;	/* stored fence: token (0: nothing stored yet) */
+byte resLease RES_DIM;	/* stored fence: lease ID */
 #ifdef KEEP_MAXB
 byte resMaxB;	/* ghost */
 #endif
@@ -34,14 +42,14 @@ byte gone;	/* ghost */
 #endif
 
 #ifdef TIE_NO_LEASE
-#define TIE(t, l)	((t) == resTok)
+#define TIE(t, l)	((t) == resTok RES_AT)
 #else
-#define TIE(t, l)	((t) == resTok && (l) == resLease)
+#define TIE(t, l)	((t) == resTok RES_AT && (l) == resLease RES_AT)
 #endif
 
 /* One lock name in the lock-side configurations: the name check is
  * always true there and is checked in fence_rule.pml. */
-#define FENCE_OK(t, l)	(resTok == 0 || (t) > resTok || TIE(t, l))
+#define FENCE_OK(t, l)	(resTok RES_AT == 0 || (t) > resTok RES_AT || TIE(t, l))
 
 /* One fenced access (Put, Get or Delete) by lease l with token t and
  * ghost sequence numbers b and d; call inside atomic. */
@@ -53,11 +61,11 @@ inline access(t, l, b, d) {
 #ifdef KEEP_GONE
 		assert((gone & (1 << l)) == 0);	/* P3b: no interleaving */
 		if
-		:: resLease != 0 && resLease != l -> gone = gone | (1 << resLease)
+		:: resLease RES_AT != 0 && resLease RES_AT != l -> gone = gone | (1 << resLease RES_AT)
 		:: else -> skip
 		fi;
 #endif
-		resTok = t; resLease = l;
+		resTok RES_AT = t; resLease RES_AT = l;
 #ifdef KEEP_MAXB
 		if
 		:: b > resMaxB -> resMaxB = b
@@ -65,6 +73,6 @@ inline access(t, l, b, d) {
 		fi
 #endif
 	:: else ->	/* ErrStale: nothing changes */
-		printf("@     resource: rejects token %d of lease %d (has token %d of lease %d)\n", t, l, resTok, resLease)
+		printf("@     resource: rejects token %d of lease %d (has token %d of lease %d)\n", t, l, resTok RES_AT, resLease RES_AT)
 	fi
 }
