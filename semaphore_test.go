@@ -446,3 +446,34 @@ func TestSemaphore_quorum(t *testing.T) {
 	}
 	l.Release(ctx)
 }
+
+// A permit acquisition whose reply is lost and whose retry by go-redis
+// fails (refused, or READONLY) took a slot at the first try, unknown to
+// the client: the attempt must release it before returning the error.
+func TestSemaphore_lostReplyRetryFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range retryCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, h, rdb, arm := retrySetup(t, tc, 0, "{sem-retried}")
+			c := fencelock.New(rdb, nil)
+			ctx := t.Context()
+			warm, err := c.Semaphore("warm-up", 2).TryAcquire(ctx)
+			if err != nil {
+				t.Fatalf("warm-up TryAcquire error = %v", err)
+			}
+			warm.Release(ctx)
+			arm()
+			l, err := c.Semaphore("sem-retried", 2).TryAcquire(ctx)
+			if !h.fired() {
+				t.Fatalf("the fault did not fire (TryAcquire = %v, %v)", l, err)
+			}
+			if err == nil || l != nil {
+				t.Fatalf("TryAcquire = %v, %v; want an error", l, err)
+			}
+			if keys := m.Client(t).Keys(ctx, "fencelock:{sem-retried}:permit:?").Val(); len(keys) != 0 {
+				t.Errorf("slots left behind by the attempt whose retry failed: %v, want none", keys)
+			}
+		})
+	}
+}
