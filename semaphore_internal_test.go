@@ -67,3 +67,49 @@ func TestSemaphore_promotedTries(t *testing.T) {
 		}
 	}
 }
+
+// A semaphore's waiters in one Client get their permits in the order they
+// queued.
+func TestSemaphore_fifo(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	opts := &Options{TTL: time.Minute, RetryInterval: time.Minute}
+	ctx := t.Context()
+	c := New(s.Client(t), opts)
+	sem := c.Semaphore("fifo", 1)
+	first, err := sem.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire error = %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	const waiters = 4
+	order := make(chan int, waiters)
+	queued := func(n int) func() bool {
+		return func() bool {
+			c.hub.mu.Lock()
+			defer c.hub.mu.Unlock()
+			wc := c.hub.chans[sem.keys.channel]
+			return wc != nil && len(wc.queue) == n
+		}
+	}
+	for i := range waiters {
+		go func() {
+			l, err := sem.Acquire(wctx)
+			if err != nil {
+				t.Errorf("waiter %d: Acquire error = %v", i, err)
+				order <- -1
+				return
+			}
+			order <- i
+			l.Release(ctx)
+		}()
+		redistest.WaitFor(t, 5*time.Second, "the waiter to queue", queued(i+1))
+	}
+	first.Release(ctx)
+	for want := range waiters {
+		if got := <-order; got != want {
+			t.Fatalf("permit %d went to waiter %d, want %d (FIFO)", want, got, want)
+		}
+	}
+}
