@@ -130,7 +130,7 @@ func (b *leadership) campaign(ctx context.Context, n *node, name, owner string) 
 	args := append(campaignRun.args("5", 15), cfg.lockKey(name), cfg.tokenKey(name), cfg.leaderKey(name), cfg.historyKey(name),
 		cfg.delayKey(name), owner, cfg.ttl.Milliseconds(), cfg.retentionArg, leaseID(owner), b.value,
 		b.since.UnixMicro(), cfg.changedChannel(name), b.publish(ctx, n, name), historyLen, cfg.delayArg)
-	return n.take(ctx, cfg.lockKey(name), campaignRun, args, func(ctx context.Context) { b.resign(ctx, n, name, owner) })
+	return n.take(ctx, cfg.lockKey(name), campaignRun, args, nil, func(ctx context.Context) { b.resign(ctx, n, name, owner) })
 }
 
 // publish returns the command that wakes the election's observers and

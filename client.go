@@ -95,7 +95,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 		return nil, err
 	}
 	var t acquireTrace
-	l, _, err := c.try(ctx, name, &t)
+	l, _, err := c.try(ctx, name, nil, &t)
 	t.done(ctx, &c.cfg, name, l, err)
 	return l, err
 }
@@ -111,16 +111,26 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 	if err := c.check(name); err != nil {
 		return nil, err
 	}
+	return c.acquire(ctx, name, nil)
+}
+
+// acquire is Acquire for the lock named name, or with permit not nil,
+// for a permit of that semaphore (Semaphore.Acquire): the one waiting
+// loop of both.
+func (c *Client) acquire(ctx context.Context, name string, permit *permitKeys) (l *Lease, err error) {
 	t := acquireTrace{waiting: true}
 	defer func() { t.done(ctx, &c.cfg, name, l, err) }()
+	channel := c.cfg.channel(name)
+	if permit != nil {
+		channel = permit.channel
+	}
 	// Queue behind this Client's waiters rather than barge in ahead of them.
-	if c.hub.idle() || !c.hub.waiting(c.cfg.channel(name)) {
-		l, _, err = c.try(ctx, name, &t)
+	if c.hub.idle() || !c.hub.waiting(channel) {
+		l, _, err = c.try(ctx, name, permit, &t)
 		if !retryable(ctx, err) {
 			return l, gaveUp(ctx, name, err)
 		}
 	}
-	channel := c.cfg.channel(name)
 	w := c.hub.join(ctx, channel, c.cfg.retry)
 	defer c.hub.leave(channel, w)
 	timer := time.NewTimer(0)
@@ -133,7 +143,7 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 			default:
 			}
 			var wait time.Duration
-			if l, wait, err = c.try(ctx, name, &t); !retryable(ctx, err) {
+			if l, wait, err = c.try(ctx, name, permit, &t); !retryable(ctx, err) {
 				return l, gaveUp(ctx, name, err)
 			}
 			timer.Reset(c.jitter(wait))
@@ -148,9 +158,13 @@ func (c *Client) Acquire(ctx context.Context, name string) (l *Lease, err error)
 			tryNow = true
 		case <-w.promoted:
 			// The previous head left, most likely holding the lock: its
-			// release will wake us; the timer covers its expiry.
-			tryNow = false
-			timer.Reset(c.jitter(c.cfg.retry))
+			// release will wake us; the timer covers its expiry. A
+			// semaphore's next waiter tries at once instead: the head
+			// took one permit, others may be free.
+			tryNow = permit != nil
+			if !tryNow {
+				timer.Reset(c.jitter(c.cfg.retry))
+			}
 		case <-ctx.Done():
 			if err == nil {
 				err = fmt.Errorf("acquire %q: %w", name, ErrNotAcquired)
@@ -185,6 +199,12 @@ func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	if err != nil {
 		return err
 	}
+	return c.hold(ctx, l, fn)
+}
+
+// hold calls fn with l's context and fence and releases l after it, for
+// Do.
+func (c *Client) hold(ctx context.Context, l *Lease, fn func(ctx context.Context, f fence.Fence) error) (err error) {
 	fctx, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer func() {
@@ -207,11 +227,17 @@ func (c *Client) check(name string) error {
 // try makes one acquisition attempt. When the lock is held it returns an
 // error wrapping ErrNotAcquired and how long to wait: the holder's
 // remaining TTL, capped by the retry interval.
-func (c *Client) try(ctx context.Context, name string, t *acquireTrace) (*Lease, time.Duration, error) {
+//
+// With permit not nil, the attempt is for a permit of the semaphore
+// named name.
+func (c *Client) try(ctx context.Context, name string, permit *permitKeys, t *acquireTrace) (*Lease, time.Duration, error) {
 	// The lease is made first, so that its keys and owner value, which
 	// the commands send, are part of its allocation.
 	l := &Lease{c: c}
 	c.cfg.setRef(&l.ref, name, "")
+	if permit != nil {
+		l.ref.usePermit(permit)
+	}
 	start := time.Now() // the validity is measured from before the request
 	token, held, err := c.be.acquire(ctx, &l.ref)
 	t.attempt(ctx, &c.cfg, name, start, token, held, err)
@@ -222,6 +248,9 @@ func (c *Client) try(ctx context.Context, name string, t *acquireTrace) (*Lease,
 		wait := c.cfg.retry
 		if held > 0 && held < wait {
 			wait = held
+		}
+		if permit != nil {
+			return nil, wait, fmt.Errorf("acquire %q: %w: all %d permits held", name, ErrNotAcquired, permit.permits)
 		}
 		return nil, wait, fmt.Errorf("acquire %q: %w: held by another lease", name, ErrNotAcquired)
 	}

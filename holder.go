@@ -62,23 +62,31 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	}
 	views := c.readHolder(ctx, name)
 	h, held, decided := decideHolder(views)
-	var err error
 	switch {
-	case !decided && len(views) == 1:
-		err = fmt.Errorf("holder %q: %w", name, views[0].err)
 	case !decided:
+		return Holder{}, c.holderUndecided(ctx, "holder", name, views)
+	case !held:
+		return Holder{}, fmt.Errorf("holder %q: %w", name, ErrNotHeld)
+	}
+	return h, nil
+}
+
+// holderUndecided returns the error of a read of name (what: "holder") whose
+// views decide nothing: the node's error, or ErrNoQuorum with the
+// nodes', and the cause of ctx if it ended the read.
+func (c *Client) holderUndecided(ctx context.Context, what, name string, views []holderView) error {
+	var err error
+	if len(views) == 1 {
+		err = fmt.Errorf("%s %q: %w", what, name, views[0].err)
+	} else {
 		var errs []error
 		for i, v := range views {
 			if v.err != nil {
 				errs = append(errs, fmt.Errorf("node %d: %w", i, v.err))
 			}
 		}
-		err = fmt.Errorf("holder %q: %w: %d of %d nodes answered, %d needed: %w",
-			name, ErrNoQuorum, len(views)-len(errs), len(views), c.majority(), nodeErrors(errs))
-	case !held:
-		return Holder{}, fmt.Errorf("holder %q: %w", name, ErrNotHeld)
-	default:
-		return h, nil
+		err = fmt.Errorf("%s %q: %w: %d of %d nodes answered, %d needed: %w",
+			what, name, ErrNoQuorum, len(views)-len(errs), len(views), c.majority(), nodeErrors(errs))
 	}
 	// The end of ctx stops the reads, and go-redis reports a deadline
 	// as an I/O timeout, which may come before ctx's own timer: the
@@ -89,7 +97,7 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 		err = errors.Join(err, cause)
 	}
-	return Holder{}, err
+	return err
 }
 
 // holderView is what one node says of a lock (lua/holder.lua).
@@ -127,6 +135,12 @@ func (c *Client) readHolderNode(ctx context.Context, n *node, name string) holde
 	if err != nil {
 		return holderView{err: n.follow(ctx, err)}
 	}
+	return parseHolder(reply, c.cfg.tokenKey(name))
+}
+
+// parseHolder reads lua/holder.lua's reply for the lock whose token key
+// is tokenKey.
+func parseHolder(reply any, tokenKey string) holderView {
 	r, ok := reply.([]any)
 	if !ok || len(r) != 3 {
 		return holderView{err: fmt.Errorf("fencelock: malformed holder reply of %d fields", len(r))}
@@ -142,7 +156,7 @@ func (c *Client) readHolderNode(ctx context.Context, n *node, name string) holde
 	if token != "" {
 		t, err := strconv.ParseInt(token, 10, 64)
 		if err != nil || t <= 0 {
-			return holderView{err: fmt.Errorf("fencelock: token key %s holds %q, not a token", c.cfg.tokenKey(name), token)}
+			return holderView{err: fmt.Errorf("fencelock: token key %s holds %q, not a token", tokenKey, token)}
 		}
 		v.counter = t
 	}

@@ -70,7 +70,8 @@ func (l *Lease) start(ctx context.Context, token int64, start time.Time, keep bo
 	l.c.keep.add(l, keep && l.c.cfg.renewEvery > 0)
 }
 
-// Name returns the name of the lock.
+// Name returns the name of the lock, or of the semaphore whose permit the
+// lease holds (its Fence names the slot).
 func (l *Lease) Name() string { return l.ref.name }
 
 // Token returns the fencing token issued with this lease: greater than
@@ -88,7 +89,16 @@ func (l *Lease) ID() string {
 // Fence returns what the holder sends with every write to a protected
 // resource.
 func (l *Lease) Fence() fence.Fence {
-	return fence.Fence{Lock: l.ref.name, Token: l.token, Lease: l.ID()}
+	return fence.Fence{Lock: l.fenceName(), Token: l.token, Lease: l.ID()}
+}
+
+// fenceName is the name the lease's tokens are issued for: the lock's
+// name, or a permit's slot name (SlotName).
+func (l *Lease) fenceName() string {
+	if l.ref.permit != nil {
+		return l.ref.slotName
+	}
+	return l.ref.name
 }
 
 // Context returns a context that ends when the lease does. If the lease
@@ -346,7 +356,7 @@ func joinContext(ctx context.Context, err error) error {
 // secret owner value: a Lease printed with fmt's %v or %+v, or logged,
 // reveals nothing that allows renewing or releasing the lock.
 func (l *Lease) String() string {
-	return fmt.Sprintf("fencelock.Lease{lock %q, token %d, lease %s}", l.ref.name, l.token, l.ID())
+	return fmt.Sprintf("fencelock.Lease{lock %q, token %d, lease %s}", l.fenceName(), l.token, l.ID())
 }
 
 // GoString is String, for fmt's %#v.
@@ -355,5 +365,5 @@ func (l *Lease) GoString() string { return l.String() }
 // LogValue names the lease in log records by its lock, token and public
 // ID, as String does.
 func (l *Lease) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("lock", l.ref.name), slog.Int64("token", l.token), slog.String("lease", l.ID()))
+	return slog.GroupValue(slog.String("lock", l.fenceName()), slog.Int64("token", l.token), slog.String("lease", l.ID()))
 }

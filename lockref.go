@@ -30,6 +30,14 @@ type lockRef struct {
 	// proposal is the token a quorum's attempt proposes to every node, 0
 	// for none (quorum.go).
 	proposal int64
+
+	// permit is the semaphore whose permit the attempt takes, nil for a
+	// lock (semaphore.go). slot is the permit's slot, -1 until an
+	// acquisition chose it; then lock and token are that slot's, and
+	// slotName its fence name.
+	permit   *permitKeys
+	slot     int
+	slotName string
 }
 
 // ownerLen is the length of an owner value made by setRef: 16 random

@@ -61,15 +61,27 @@ func (n *node) natives(ctx context.Context, key string) natives {
 }
 
 func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
+	if r.permit != nil && r.slot < 0 {
+		return n.acquirePermit(ctx, r) // a permit whose slot this node chooses
+	}
 	// The delay key is sent whatever this Client's LockDelay: another
 	// Client's lease may have left one (lua/acquire.lua).
-	args := append(acquireRun.args("3", 8), r.lockArg, &r.token, &r.delay, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, &r.proposal, n.cfg.delayArg)
-	return n.take(ctx, r.lock, acquireRun, args, func(ctx context.Context) { n.release(ctx, r) })
+	args := n.acquireArgv(append(acquireRun.args("3", 8), r.lockArg, &r.token, &r.delay), r)
+	return n.take(ctx, r.lock, acquireRun, args, nil, func(ctx context.Context) { n.release(ctx, r) })
+}
+
+// acquireArgv appends lua/acquire.lua's ARGV for r's attempt to args, its
+// KEYS: for a lock, and for each slot of a semaphore, which
+// lua/semaphore.lua passes on to acquire.lua.
+func (n *node) acquireArgv(args []any, r *lockRef) []any {
+	return append(args, &r.owner, n.cfg.ttlArg, n.cfg.retentionArg, &r.proposal, n.cfg.delayArg)
 }
 
 // take runs an acquisition script on the master that serves key: acquire
-// for a lock, campaign for an election. args come from s.args; the
-// script's reply is lua/acquire.lua's (a token, or minus the holder's TTL).
+// for a lock, campaign for an election, semaphore for a permit. args come
+// from s.args; the script's reply is lua/acquire.lua's (a token, or minus
+// the holder's TTL), or with slot not nil, lua/semaphore.lua's {slot,
+// acquire.lua's reply}, whose slot it stores there.
 // undo is the owner-checked cleanup of what the attempt may have taken:
 // it can only delete what carries the attempt's own owner value.
 //
@@ -77,13 +89,13 @@ func (n *node) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, e
 // follow the write on the same connection to count its replication. An
 // acquisition too few replicas acknowledged is undone: its token could be
 // issued anew after a failover.
-func (n *node) take(ctx context.Context, key string, s runner, args []any, undo func(ctx context.Context)) (int64, time.Duration, error) {
+func (n *node) take(ctx context.Context, key string, s runner, args []any, slot *int, undo func(ctx context.Context)) (int64, time.Duration, error) {
 	var reply, acks int64
 	var err, waitErr error
 	if n.cfg.minReplicas == 0 {
-		reply, err = s.run(ctx, n.rdb, args)
+		reply, err = s.runTake(ctx, n.rdb, args, slot)
 	} else {
-		reply, acks, err, waitErr = n.runWait(ctx, key, s, args)
+		reply, acks, err, waitErr = n.runWait(ctx, key, s, args, slot)
 	}
 	if err != nil {
 		n.abandon(ctx, undo)
@@ -110,7 +122,7 @@ func (n *node) take(ctx context.Context, key string, s runner, args []any, undo 
 
 // runWait runs s and WAIT in one pipeline on the connection to the master
 // that serves key, and falls back to EVAL on NOSCRIPT as s.run does.
-func (n *node) runWait(ctx context.Context, key string, s runner, args []any) (reply, acks int64, err, waitErr error) {
+func (n *node) runWait(ctx context.Context, key string, s runner, args []any, slot *int) (reply, acks int64, err, waitErr error) {
 	pipelined := n.rdb.Pipelined
 	if n.cluster != nil {
 		// WAIT names no key: a cluster pipeline would send it to any
@@ -122,14 +134,14 @@ func (n *node) runWait(ctx context.Context, key string, s runner, args []any) (r
 		pipelined = m.Pipelined
 	}
 	run := func() (reply, acks int64, scriptErr, waitErr error) {
-		script := redis.NewIntCmd(ctx, args...)
+		script := takeCmd(ctx, args, slot)
 		wait := redis.NewIntCmd(ctx, "WAIT", n.cfg.minReplicas, n.cfg.replicaTimeout.Milliseconds())
 		pipelined(ctx, func(p redis.Pipeliner) error {
 			p.Process(ctx, script)
 			p.Process(ctx, wait)
 			return nil
 		})
-		reply, scriptErr = script.Result()
+		reply, scriptErr = takeReply(script, slot)
 		acks, waitErr = wait.Result()
 		return reply, acks, scriptErr, waitErr
 	}

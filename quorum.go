@@ -246,6 +246,9 @@ func (e nodeErrors) Error() string {
 func (e nodeErrors) Unwrap() []error { return e }
 
 func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
+	if r.permit != nil && r.slot < 0 {
+		return q.acquirePermit(ctx, r) // chooses the slot, then acquires it here
+	}
 	start := time.Now()
 	// A request that ends after the validity is of no use; the timeout
 	// stops waiting for a node that hangs, as far as the client honours

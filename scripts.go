@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -50,6 +51,54 @@ func (s runner) run(ctx context.Context, c processor, args []any) (int64, error)
 		err = c.Process(ctx, cmd)
 	}
 	return cmd.Val(), err
+}
+
+// runTake runs an acquisition script with args from s.args, as run does:
+// its reply is an integer, or with slot not nil, {slot, integer}
+// (lua/semaphore.lua), whose slot it stores there (see takeCmd).
+func (s runner) runTake(ctx context.Context, c processor, args []any, slot *int) (int64, error) {
+	if slot == nil {
+		return s.run(ctx, c, args)
+	}
+	cmd := takeCmd(ctx, args, slot)
+	err := c.Process(ctx, cmd)
+	if noScript(err) {
+		args[0], args[1] = "eval", s.src
+		cmd = takeCmd(ctx, args, slot)
+		c.Process(ctx, cmd)
+	}
+	return takeReply(cmd, slot)
+}
+
+// takeCmd returns the command of an acquisition script: an integer reply,
+// read without boxing, or with slot, a {slot, integer} reply.
+func takeCmd(ctx context.Context, args []any, slot *int) redis.Cmder {
+	if slot == nil {
+		return redis.NewIntCmd(ctx, args...)
+	}
+	return redis.NewCmd(ctx, args...)
+}
+
+// takeReply reads cmd, from takeCmd, and stores a slot reply's slot.
+func takeReply(cmd redis.Cmder, slot *int) (int64, error) {
+	if slot == nil {
+		return cmd.(*redis.IntCmd).Result()
+	}
+	v, err := cmd.(*redis.Cmd).Result()
+	if err != nil {
+		return 0, err
+	}
+	r, ok := v.([]any)
+	if !ok || len(r) != 2 {
+		return 0, fmt.Errorf("%w: %T", errSlotReply, v)
+	}
+	i, ok1 := r[0].(int64)
+	reply, ok2 := r[1].(int64)
+	if !ok1 || !ok2 {
+		return 0, fmt.Errorf("%w: (%T, %T)", errSlotReply, r[0], r[1])
+	}
+	*slot = int(i)
+	return reply, nil
 }
 
 // eval runs the script with args from s.args, as run does, for a reply

@@ -16,10 +16,16 @@ func TestFence_String(t *testing.T) {
 		{fence.Fence{Lock: "orders:42", Token: 1764431234567890, Lease: "k3J9x"}, `"1764431234567890";lock="orders:42";lease="k3J9x"`},
 		{fence.Fence{Lock: `a"b\c`, Token: 1, Lease: " "}, `"1";lock="a\"b\\c";lease=" "`},
 		{fence.Fence{Lock: "l", Token: math.MaxInt64, Lease: "x"}, `"9223372036854775807";lock="l";lease="x"`},
+		// A semaphore permit's slot name (the HTTP and gRPC fences carry
+		// this form).
+		{fence.Fence{Lock: "jobs{permit 3}", Token: 7, Lease: "x"}, `"7";lock="jobs{permit 3}";lease="x"`},
 	}
 	for _, tt := range tests {
 		if got := tt.f.String(); got != tt.want {
 			t.Errorf("%#v.String() = %s, want %s", tt.f, got, tt.want)
+		}
+		if got, err := fence.Parse(tt.f.String()); err != nil || got != tt.f {
+			t.Errorf("Parse(%s) = %#v, %v; want %#v", tt.f.String(), got, err, tt.f)
 		}
 	}
 }

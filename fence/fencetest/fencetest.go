@@ -42,6 +42,7 @@ var cases = []struct {
 	{"SameTokenOtherLease", testSameTokenOtherLease},
 	{"Newer", testNewer},
 	{"OtherLock", testOtherLock},
+	{"PermitSlots", testPermitSlots},
 	{"FencedRead", testFencedRead},
 	{"FencedReadUnwritten", testFencedReadUnwritten},
 	{"Delete", testDelete},
@@ -154,6 +155,25 @@ func testOtherLock(t *testing.T, s fence.Store) {
 	err := s.Put(t.Context(), resource, other, []byte("invoices"))
 	wantStale(t, fmt.Sprintf("Put(%q, %v)", resource, other), err, cur, other)
 	wantState(t, s, resource, "orders", cur)
+}
+
+// testPermitSlots: a semaphore's permits are fenced per slot, with
+// names that carry the slot in braces (fencelock.SlotName): such names are
+// accepted, a slot re-issued to a newer holder rejects the older one, and
+// two slots of one semaphore are two locks to a resource.
+func testPermitSlots(t *testing.T, s fence.Store) {
+	slot := func(i int, token int64, lease string) fence.Fence {
+		return fence.Fence{Lock: fmt.Sprintf("jobs{permit %d}", i), Token: token, Lease: lease}
+	}
+	stale, cur := slot(3, 10, "a"), slot(3, 11, "b")
+	mustPut(t, s, resource, stale, "a")
+	mustPut(t, s, resource, cur, "b")
+	err := s.Put(t.Context(), resource, stale, []byte("late"))
+	wantStale(t, fmt.Sprintf("Put(%q, %v)", resource, stale), err, cur, stale)
+	other := slot(4, 20, "c")
+	err = s.Put(t.Context(), resource, other, []byte("c"))
+	wantStale(t, fmt.Sprintf("Put(%q, %v)", resource, other), err, cur, other)
+	wantState(t, s, resource, "b", cur)
 }
 
 func testFencedRead(t *testing.T, s fence.Store) {
