@@ -201,7 +201,7 @@ func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *
 // and wakes the candidates and the observers.
 func (b *leadership) resign(ctx context.Context, n *node, name, owner string) (bool, error) {
 	cfg := b.cfg
-	v, err := resignRun.run(ctx, n.rdb, append(resignRun.args("3", 9),
+	v, err := resignRun.run(ctx, n.batcher(ctx, cfg.lockKey(name)), append(resignRun.args("3", 9),
 		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name),
 		owner, cfg.channel(name), cfg.changedChannel(name), b.publish(ctx, n, name),
 		cfg.retentionArg, historyLen))

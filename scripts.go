@@ -49,7 +49,11 @@ func (s runner) run(ctx context.Context, c processor, args []any) (int64, error)
 		cmd = redis.NewIntCmd(ctx, args...)
 		err = c.Process(ctx, cmd)
 	}
-	return cmd.Val(), err
+	if err != nil {
+		// Not read: the reply of a batch its caller left may still come.
+		return 0, err
+	}
+	return cmd.Val(), nil
 }
 
 // eval runs the script with args from s.args, as run does, for a reply
@@ -62,7 +66,10 @@ func (s runner) eval(ctx context.Context, c processor, args []any) (any, error) 
 		cmd = redis.NewCmd(ctx, args...)
 		err = c.Process(ctx, cmd)
 	}
-	return cmd.Val(), err
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
 }
 
 // noScript reports whether err says that the server does not have the
