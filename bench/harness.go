@@ -157,7 +157,7 @@ type harness struct {
 	seq   int
 
 	batches  [][sizeBuckets + 1]int64 // scenario 7: fencelock's round trips by size, per goroutine count
-	batchesG int                  // the goroutine count of the last of batches
+	batchesG int                      // the goroutine count of the last of batches
 }
 
 // flush empties every server, so each run starts from the same state.
