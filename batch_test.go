@@ -76,11 +76,6 @@ func (g *batchGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		g.mu.Lock()
 		g.pipes = append(g.pipes, len(cmds))
-		if testing.Verbose() {
-			for _, c := range cmds {
-				fmt.Println("PIPE", len(cmds), c.Args())
-			}
-		}
 		for _, cmd := range cmds {
 			if cmd.Name() == "eval" {
 				g.evals++
@@ -430,5 +425,59 @@ func TestBatch_lostReplyRetried(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The native release refused mid-batch (the ACL user loses DELEX and
+// DELIFEQ while the batch forms): each call of it falls back to the Lua
+// release, and every lock is deleted.
+func TestBatch_nativeRefused(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	admin := s.Client(t)
+	ctx := t.Context()
+	revoke := removeNatives(t, admin)
+	if len(revoke) == 0 {
+		t.Skip("the server has no native release")
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "batch", "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := newBatchGate("{batch-")
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: s.Addr(), Username: "batch", Password: "pw"})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(g)
+	c := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1})
+	warmUp(t, c) // detects the natives, which the user may still run
+	const n = 4
+	leases := make([]*fencelock.Lease, n)
+	for i := range n {
+		l, err := c.TryAcquire(ctx, fmt.Sprintf("batch-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[i] = l
+	}
+	errs := make([]error, n)
+	inBatch(t, c, g, n, func() {
+		if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "batch"}, toAny(revoke)...)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}, func(i int) {
+		errs[i] = leases[i].Release(ctx)
+	})
+	if got := g.pipelines(); len(got) == 0 || got[0] != 2*n {
+		t.Errorf("pipelines = %v, want a first one of %d commands (a native release and its publish per call)", got, 2*n)
+	}
+	if log, err := admin.Do(ctx, "ACL", "LOG").Slice(); err != nil || len(log) == 0 {
+		t.Errorf("ACL LOG = %v, %v; want the batch's refused native commands", log, err)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("Release(batch-%d) with its native command refused = %v, want nil (the Lua fallback)", i, errs[i])
+		}
+		if k := admin.Exists(ctx, fmt.Sprintf("fencelock:{batch-%d}", i)).Val(); k != 0 {
+			t.Errorf("lock batch-%d still there after its release fell back", i)
+		}
 	}
 }
