@@ -38,4 +38,3 @@ func TestServerPauseBatched(t *testing.T) {
 		})
 	}})
 }
-
