@@ -73,7 +73,33 @@ func (e *leftBatch) Unwrap() error { return e.err }
 // Process sends cmd, alone or in a batch, and returns its error: runners
 // send through it.
 func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
-	return b.do(ctx, false, cmd)
+	if b.claim() {
+		// Alone: a plain request, on the caller's context, costing no
+		// allocation of the batcher's.
+		err := b.rdb.Process(ctx, cmd)
+		b.sent()
+		return err
+	}
+	return b.wait(ctx, &call{cmds: []redis.Cmder{cmd}})
+}
+
+// claim reports whether nothing was in flight, and then marks the
+// batcher busy: the caller sends at once, and calls sent() after.
+func (b *batcher) claim() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.busy {
+		return false
+	}
+	b.busy = true
+	return true
+}
+
+// sent ends a lone call's send: the calls queued meanwhile go out.
+func (b *batcher) sent() {
+	b.mu.Lock()
+	b.next()
+	b.mu.Unlock()
 }
 
 // do sends cmds in order, on one connection, and returns the first of
@@ -81,23 +107,34 @@ func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 // read: a batch in flight may still fill them). pinned cmds go on the
 // master's own connection (a WAIT must follow its write there).
 func (b *batcher) do(ctx context.Context, pinned bool, cmds ...redis.Cmder) error {
+	if b.claim() {
+		err := b.pipe(ctx, pinned, cmds)
+		b.sent()
+		return err
+	}
+	return b.wait(ctx, &call{cmds: cmds, pinned: pinned})
+}
+
+// wait queues c for the next batch and waits for its replies or for ctx
+// to end, as do.
+func (b *batcher) wait(ctx context.Context, c *call) error {
+	c.done = make(chan struct{})
+	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if !b.busy {
+		// The send in flight returned meanwhile: this call goes out
+		// alone after all.
 		b.busy = true
 		b.mu.Unlock()
 		var err error
-		if len(cmds) == 1 && !pinned {
-			err = b.rdb.Process(ctx, cmds[0])
+		if len(c.cmds) == 1 && !c.pinned {
+			err = b.rdb.Process(ctx, c.cmds[0])
 		} else {
-			err = b.pipe(ctx, pinned, cmds)
+			err = b.pipe(ctx, c.pinned, c.cmds)
 		}
-		b.mu.Lock()
-		b.next()
-		b.mu.Unlock()
+		b.sent()
 		return err
 	}
-	c := &call{cmds: cmds, pinned: pinned, done: make(chan struct{})}
-	c.deadline, _ = ctx.Deadline()
 	b.pending = append(b.pending, c)
 	b.mu.Unlock()
 

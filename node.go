@@ -84,7 +84,7 @@ func (n *node) take(ctx context.Context, key string, s runner, args []any, undo 
 	} else {
 		reply, acks, err, waitErr = n.runWait(ctx, key, s, args)
 	}
-	if left := (*leftBatch)(nil); errors.As(err, &left) {
+	if left, ok := err.(*leftBatch); ok {
 		// The caller left before the reply: it returns now. If the
 		// command was sent, the undo follows it through the batcher,
 		// after its reply, and removes what it took.
