@@ -481,3 +481,83 @@ func TestBatch_nativeRefused(t *testing.T) {
 		}
 	}
 }
+
+// Many goroutines of one Client on distinct names, on every topology:
+// batches form as they come, and each caller gets its own lock and
+// token, and its release deletes its own lock. On a Cluster, batches are
+// per master; with MinReplicas, each call's WAIT goes on its master's
+// connection; in a quorum, per node.
+func TestBatch_concurrent(t *testing.T) {
+	t.Parallel()
+	type topology struct {
+		name  string
+		setup func(t *testing.T) (c *fencelock.Client, rdb redis.UniversalClient, g *batchGate)
+	}
+	hooked := func(rdb redis.UniversalClient) *batchGate {
+		g := newBatchGate("{c-")
+		rdb.AddHook(g)
+		return g
+	}
+	tops := []topology{
+		{"standalone", func(t *testing.T) (*fencelock.Client, redis.UniversalClient, *batchGate) {
+			rdb := redistest.New(t).Client(t)
+			g := hooked(rdb)
+			return fencelock.New(rdb, nil), rdb, g
+		}},
+		{"cluster", func(t *testing.T) (*fencelock.Client, redis.UniversalClient, *batchGate) {
+			rdb := redistest.NewCluster(t).Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true})
+			g := hooked(rdb)
+			return fencelock.New(rdb, &fencelock.Options{MinReplicas: 1, ReplicaTimeout: 5 * time.Second}), rdb, g
+		}},
+		{"quorum", func(t *testing.T) (*fencelock.Client, redis.UniversalClient, *batchGate) {
+			var nodes []redis.UniversalClient
+			var g *batchGate
+			for i := range 3 {
+				rdb := redistest.New(t).Client(t)
+				if i == 0 {
+					g = hooked(rdb)
+				}
+				nodes = append(nodes, rdb)
+			}
+			return fencelock.NewQuorum(nodes, nil), nil, g
+		}},
+	}
+	for _, top := range tops {
+		t.Run(top.name, func(t *testing.T) {
+			t.Parallel()
+			c, rdb, g := top.setup(t)
+			ctx := t.Context()
+			var wg sync.WaitGroup
+			for i := range 16 {
+				wg.Go(func() {
+					for j := range 10 {
+						name := fmt.Sprintf("c-%d-%d", i, j)
+						l, err := c.TryAcquire(ctx, name)
+						if err != nil {
+							t.Errorf("TryAcquire(%s) = %v", name, err)
+							return
+						}
+						if l.Name() != name {
+							t.Errorf("TryAcquire(%s) got the lease of %q", name, l.Name())
+						}
+						if rdb != nil {
+							if stored, err := rdb.Get(ctx, "fencelock:{"+name+"}:token").Int64(); err != nil || stored != l.Token() {
+								t.Errorf("%s: stored token %d, %v; the lease's %d", name, stored, err, l.Token())
+							}
+						}
+						if err := l.Release(ctx); err != nil {
+							t.Errorf("Release(%s) = %v", name, err)
+						}
+						if rdb != nil {
+							if k := rdb.Exists(ctx, "fencelock:{"+name+"}").Val(); k != 0 {
+								t.Errorf("%s still locked after its Release", name)
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("pipelines of several calls: %d", len(g.pipelines()))
+		})
+	}
+}
