@@ -9,9 +9,10 @@ import (
 )
 
 // A batcher sends the acquisitions, releases and resignations of one
-// master in natural batches: a call goes out at once, alone, when nothing
-// is in flight to that master; calls that arrive while something is wait
-// and go together in one pipeline the moment it returns. Alone, a call
+// master in natural batches: a call goes out at once, alone, when less
+// than maxFlying sends are in flight to that master; calls that arrive
+// while they are wait and go together in one pipeline the moment one
+// returns. Alone, a call
 // costs what it did before batching (a plain Process, on its caller's
 // context); under load, many calls share a round trip and the server's
 // per-request work, with no timer and no added wait. A batcher has no
@@ -27,7 +28,7 @@ type batcher struct {
 	master pipeliner // a Cluster master's client, for WAIT; nil outside a Cluster
 
 	mu      sync.Mutex
-	busy    bool    // a lone call or a batch is in flight
+	flying  int     // lone calls and batches in flight, at most maxFlying
 	pending []*call // calls waiting for the next batch
 }
 
@@ -59,12 +60,18 @@ const (
 // batch, which goes out as soon as this one returns.
 const maxCalls = 128
 
+// maxFlying bounds the sends in flight to one master: a second one goes
+// at once, so that a release need not wait behind another caller's
+// attempt that is in flight (a lock handed over within one Client).
+const maxFlying = 2
+
 // leftBatch is the error of a call whose caller's context ended before
 // its replies came: err is the context's. If sent, the commands were in
 // flight and may yet run.
 type leftBatch struct {
 	err  error
 	sent bool
+	done <-chan struct{} // if sent, closed when the batch's replies came
 }
 
 func (e *leftBatch) Error() string { return e.err.Error() }
@@ -88,10 +95,10 @@ func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 func (b *batcher) claim() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.busy {
+	if b.flying == maxFlying {
 		return false
 	}
-	b.busy = true
+	b.flying++
 	return true
 }
 
@@ -121,10 +128,10 @@ func (b *batcher) wait(ctx context.Context, c *call) error {
 	c.done = make(chan struct{})
 	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
-	if !b.busy {
-		// The send in flight returned meanwhile: this call goes out
+	if b.flying < maxFlying {
+		// A send in flight returned meanwhile: this call goes out
 		// alone after all.
-		b.busy = true
+		b.flying++
 		b.mu.Unlock()
 		var err error
 		if len(c.cmds) == 1 && !c.pinned {
@@ -157,7 +164,7 @@ func (b *batcher) wait(ctx context.Context, c *call) error {
 		return &leftBatch{err: context.Cause(ctx)}
 	case callSent:
 		c.state = callLeft
-		return &leftBatch{err: context.Cause(ctx), sent: true}
+		return &leftBatch{err: context.Cause(ctx), sent: true, done: c.done}
 	}
 	return firstErr(c.cmds) // the replies came meanwhile
 }
@@ -167,7 +174,7 @@ func (b *batcher) wait(ctx context.Context, c *call) error {
 // the sender's own caller does not wait for them.
 func (b *batcher) next() {
 	if len(b.pending) == 0 {
-		b.busy = false
+		b.flying--
 		return
 	}
 	go b.flush()
@@ -182,7 +189,7 @@ func (b *batcher) flush() {
 		b.mu.Lock()
 		k := min(len(b.pending), maxCalls)
 		if k == 0 {
-			b.busy = false
+			b.flying--
 			b.mu.Unlock()
 			return
 		}
@@ -218,9 +225,7 @@ func (b *batcher) flush() {
 
 		b.mu.Lock()
 		for _, c := range batch {
-			if c.state == callSent {
-				close(c.done)
-			}
+			close(c.done) // a caller that left waits no more, its cleanup does
 		}
 		b.mu.Unlock()
 		clear(batch)

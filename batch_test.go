@@ -15,18 +15,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// batchGate is a go-redis hook that holds the first command naming
-// {gate} in flight until open is closed: calls made meanwhile queue, and
-// go together in one batch when it returns. It also records the size of
+// batchGate is a go-redis hook that holds the first two commands naming
+// {gate-...} in flight until open is closed (a batcher sends at most two
+// at a time): calls made meanwhile queue, and go together in one batch
+// when they return. It also records the size of
 // every pipeline that names marker, and can hold those in flight too
 // (holdPipes), after they ran on the server.
 type batchGate struct {
 	marker  string
-	entered chan struct{} // closed when the {gate} command is in flight
+	entered chan struct{} // receives when a {gate-...} command is in flight
 	open    chan struct{}
 
 	mu        sync.Mutex
-	once      bool
+	held      int // {gate-...} commands held so far
 	pipes     []int         // sizes of the pipelines naming marker
 	evals     int           // EVALs among them
 	holdPipes chan struct{} // if not nil, a pipeline naming marker returns once it is closed
@@ -34,7 +35,7 @@ type batchGate struct {
 }
 
 func newBatchGate(marker string) *batchGate {
-	return &batchGate{marker: marker, entered: make(chan struct{}), open: make(chan struct{})}
+	return &batchGate{marker: marker, entered: make(chan struct{}, 2), open: make(chan struct{})}
 }
 
 func cmdNames(cmd redis.Cmder, s string) bool {
@@ -50,13 +51,13 @@ func (g *batchGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (g *batchGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmdNames(cmd, "{gate}") {
+		if cmdNames(cmd, "{gate-") {
 			g.mu.Lock()
-			first := !g.once
-			g.once = true
+			hold := g.held < 2
+			g.held++
 			g.mu.Unlock()
-			if first {
-				close(g.entered)
+			if hold {
+				g.entered <- struct{}{}
 				<-g.open
 			}
 		}
@@ -99,18 +100,21 @@ func (g *batchGate) pipelines() []int {
 	return append([]int(nil), g.pipes...)
 }
 
-// inBatch holds a {gate} call of c in flight, makes the calls f(i) for
-// i < n in goroutines, waits until all of them are queued behind it,
+// inBatch holds two gate calls of c in flight, makes the calls f(i) for
+// i < n in goroutines, waits until all of them are queued behind them,
 // opens the gate and returns once every f has returned. queued, if not
 // nil, runs while they wait.
 func inBatch(t *testing.T, c *fencelock.Client, g *batchGate, n int, queued func(), f func(i int)) {
 	t.Helper()
 	ctx := t.Context()
-	gateDone := make(chan *fencelock.Lease, 1)
-	go func() {
-		l, _ := c.TryAcquire(ctx, "gate")
-		gateDone <- l
-	}()
+	gateDone := make(chan *fencelock.Lease, 2)
+	for i := range 2 {
+		go func() {
+			l, _ := c.TryAcquire(ctx, fmt.Sprintf("gate-%d", i))
+			gateDone <- l
+		}()
+	}
+	<-g.entered
 	<-g.entered
 	var wg sync.WaitGroup
 	for i := range n {
@@ -122,8 +126,10 @@ func inBatch(t *testing.T, c *fencelock.Client, g *batchGate, n int, queued func
 	}
 	close(g.open)
 	wg.Wait()
-	if l := <-gateDone; l != nil {
-		l.Release(ctx)
+	for range 2 {
+		if l := <-gateDone; l != nil {
+			l.Release(ctx)
+		}
 	}
 }
 

@@ -86,10 +86,13 @@ func (n *node) take(ctx context.Context, key string, s runner, args []any, undo 
 	}
 	if left, ok := err.(*leftBatch); ok {
 		// The caller left before the reply: it returns now. If the
-		// command was sent, the undo follows it through the batcher,
-		// after its reply, and removes what it took.
+		// command was sent, the undo follows once the reply came, and
+		// removes what it took.
 		if left.sent {
-			go n.abandon(ctx, undo)
+			go func() {
+				<-left.done
+				n.abandon(ctx, undo)
+			}()
 		}
 		return 0, 0, err
 	}
