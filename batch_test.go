@@ -27,7 +27,7 @@ type batchGate struct {
 	open    chan struct{}
 
 	mu        sync.Mutex
-	held      int // {gate-...} commands held so far
+	held      int           // {gate-...} commands held so far
 	pipes     []int         // sizes of the pipelines naming marker
 	evals     int           // EVALs among them
 	holdPipes chan struct{} // if not nil, a pipeline naming marker returns once it is closed
