@@ -29,7 +29,7 @@ type batchGate struct {
 	mu        sync.Mutex
 	held      int           // {gate-...} commands held so far
 	pipes     []int         // sizes of the pipelines naming marker
-	evals     int           // EVALs among them
+	evals     int           // EVALs naming marker, alone or in pipelines
 	holdPipes chan struct{} // if not nil, a pipeline naming marker returns once it is closed
 	pipeRan   chan struct{} // closed when such a held pipeline has its replies
 }
@@ -60,6 +60,11 @@ func (g *batchGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				g.entered <- struct{}{}
 				<-g.open
 			}
+		}
+		if cmd.Name() == "eval" && cmdNames(cmd, g.marker) {
+			g.mu.Lock()
+			g.evals++ // a NOSCRIPT retry that went alone
+			g.mu.Unlock()
 		}
 		return next(ctx, cmd)
 	}
@@ -374,7 +379,7 @@ func TestBatch_noScript(t *testing.T) {
 	evals := g.evals
 	g.mu.Unlock()
 	if evals < n {
-		t.Errorf("%d EVALs in the batches, want %d: NOSCRIPT was not met or not retried per call", evals, n)
+		t.Errorf("%d EVALs sent, want %d: NOSCRIPT was not met or not retried per call", evals, n)
 	}
 }
 
