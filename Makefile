@@ -39,7 +39,7 @@ lint:
 # (bench/README.md).
 bench: redis
 	go test -run '^$$' -bench . -benchmem -benchtime 100x .
-	cd bench && go run . -quick -scenarios 2,5,8,9
+	cd bench && go run . -quick -scenarios 2,5,7,8,9
 
 # The token and fencing protocol, model-checked with Spin over every
 # interleaving for small bounds (model/README.md); about a minute.

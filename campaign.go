@@ -201,7 +201,7 @@ func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *
 // and wakes the candidates and the observers.
 func (b *leadership) resign(ctx context.Context, n *node, name, owner string) (bool, error) {
 	cfg := b.cfg
-	v, err := resignRun.run(ctx, n.rdb, append(resignRun.args("4", 10),
+	v, err := resignRun.run(ctx, n.batcher(ctx, cfg.lockKey(name)), append(resignRun.args("4", 10),
 		cfg.lockKey(name), cfg.leaderKey(name), cfg.historyKey(name), cfg.delayKey(name),
 		owner, cfg.channel(name), cfg.changedChannel(name), b.publish(ctx, n, name),
 		cfg.retentionArg, historyLen))

@@ -17,6 +17,7 @@ type node struct {
 	cluster clusterClient // rdb, if it routes keys to a Cluster's masters
 	cfg     *config
 	caps    *capabilities // shared with the node's copies for WithTTL
+	batches *batchers     // shared with them too: they share the connections
 }
 
 // clusterClient is what a Cluster client has beyond UniversalClient: it
@@ -30,7 +31,7 @@ type clusterClient interface {
 }
 
 func newNode(rdb redis.UniversalClient, cfg *config) *node {
-	n := &node{rdb: rdb, cfg: cfg, caps: &capabilities{}}
+	n := &node{rdb: rdb, cfg: cfg, caps: &capabilities{}, batches: &batchers{one: &batcher{rdb: rdb}}}
 	n.cluster, _ = rdb.(clusterClient)
 	return n
 }
@@ -93,9 +94,21 @@ func (n *node) take(ctx context.Context, key string, s runner, args []any, slot 
 	var reply, acks int64
 	var err, waitErr error
 	if n.cfg.minReplicas == 0 {
-		reply, err = s.runTake(ctx, n.rdb, args, slot)
+		reply, err = s.runTake(ctx, n.batcher(ctx, key), args, slot)
 	} else {
 		reply, acks, err, waitErr = n.runWait(ctx, key, s, args, slot)
+	}
+	if left, ok := err.(*leftBatch); ok {
+		// The caller left before the reply: it returns now. If the
+		// command was sent, the undo follows once the reply came, and
+		// removes what it took.
+		if left.sent {
+			go func() {
+				<-left.done
+				n.abandon(ctx, undo)
+			}()
+		}
+		return 0, 0, err
 	}
 	if err != nil {
 		n.abandon(ctx, undo)
@@ -121,26 +134,22 @@ func (n *node) take(ctx context.Context, key string, s runner, args []any, slot 
 }
 
 // runWait runs s and WAIT in one pipeline on the connection to the master
-// that serves key, and falls back to EVAL on NOSCRIPT as s.run does.
+// that serves key (a batch's, pinned: on a Cluster, WAIT names no key and
+// must not go to any master), and falls back to EVAL on NOSCRIPT as s.run
+// does.
 func (n *node) runWait(ctx context.Context, key string, s runner, args []any, slot *int) (reply, acks int64, err, waitErr error) {
-	pipelined := n.rdb.Pipelined
 	if n.cluster != nil {
-		// WAIT names no key: a cluster pipeline would send it to any
-		// master. Pipeline on the connection to the key's master instead.
-		m, err := n.cluster.MasterForKey(ctx, key)
-		if err != nil {
+		if _, _, err := n.master(ctx, key); err != nil {
 			return 0, 0, err, nil
 		}
-		pipelined = m.Pipelined
 	}
+	b := n.batcher(ctx, key)
 	run := func() (reply, acks int64, scriptErr, waitErr error) {
 		script := takeCmd(ctx, args, slot)
 		wait := redis.NewIntCmd(ctx, "WAIT", n.cfg.minReplicas, n.cfg.replicaTimeout.Milliseconds())
-		pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Process(ctx, script)
-			p.Process(ctx, wait)
-			return nil
-		})
+		if err := b.do(ctx, true, script, wait); isLeft(err) {
+			return 0, 0, err, nil
+		}
 		reply, scriptErr = takeReply(script, slot)
 		acks, waitErr = wait.Result()
 		return reply, acks, scriptErr, waitErr
@@ -336,7 +345,7 @@ func (n *node) release(ctx context.Context, r *lockRef) (bool, error) {
 		publish = spublishArg
 	}
 	args := append(releaseRun.args("2", 5), r.lockArg, &r.delay, &r.owner, r.channelArg, publish)
-	v, err := releaseRun.run(ctx, n.rdb, args)
+	v, err := releaseRun.run(ctx, n.batcher(ctx, r.lock), args)
 	return v == 1, n.follow(ctx, err)
 }
 
@@ -347,19 +356,18 @@ var publishArg, spublishArg any = "PUBLISH", "SPUBLISH"
 // deleted, which costs them one attempt and is harmless.
 func (n *node) releaseNative(ctx context.Context, r *lockRef, nat natives) (bool, error) {
 	var del *redis.Cmd
-	n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if nat.delex {
-			del = p.Do(ctx, "DELEX", r.lockArg, "IFEQ", &r.owner)
-		} else {
-			del = p.Do(ctx, "DELIFEQ", r.lockArg, &r.owner)
-		}
-		if n.cluster != nil && nat.spublish {
-			p.SPublish(ctx, r.channel, "")
-		} else {
-			p.Publish(ctx, r.channel, "")
-		}
-		return nil
-	})
+	if nat.delex {
+		del = redis.NewCmd(ctx, "DELEX", r.lockArg, "IFEQ", &r.owner)
+	} else {
+		del = redis.NewCmd(ctx, "DELIFEQ", r.lockArg, &r.owner)
+	}
+	pub := redis.NewIntCmd(ctx, publishArg, r.channelArg, "")
+	if n.cluster != nil && nat.spublish {
+		pub = redis.NewIntCmd(ctx, spublishArg, r.channelArg, "")
+	}
+	if err := n.batcher(ctx, r.lock).do(ctx, false, del, pub); isLeft(err) {
+		return false, err
+	}
 	v, err := del.Int64()
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
 		return false, nil // not our lock: someone replaced it

@@ -142,6 +142,13 @@ func (c *lossConn) Write(b []byte) (int, error) {
 		return 0, &net.OpError{Op: "write", Net: "tcp", Err: errors.New("retriedLoss: connection to the retry address ended")}
 	case h.state == lossArmed && !c.redirected && bytes.Contains(b, h.marker):
 		c.dropNext = true
+	case h.state == lossTripped && !c.redirected:
+		// Another connection to the server, idle in the pool (a batch's
+		// callers had several): the retry must not reach the server
+		// through it either.
+		h.mu.Unlock()
+		c.Conn.Close()
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: errors.New("retriedLoss: connection ended while the fault holds")}
 	}
 	h.mu.Unlock()
 	return c.Conn.Write(b)

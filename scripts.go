@@ -50,7 +50,11 @@ func (s runner) run(ctx context.Context, c processor, args []any) (int64, error)
 		cmd = redis.NewIntCmd(ctx, args...)
 		err = c.Process(ctx, cmd)
 	}
-	return cmd.Val(), err
+	if err != nil {
+		// Not read: the reply of a batch its caller left may still come.
+		return 0, err
+	}
+	return cmd.Val(), nil
 }
 
 // runTake runs an acquisition script with args from s.args, as run does:
@@ -65,7 +69,10 @@ func (s runner) runTake(ctx context.Context, c processor, args []any, slot *int)
 	if noScript(err) {
 		args[0], args[1] = "eval", s.src
 		cmd = takeCmd(ctx, args, slot)
-		c.Process(ctx, cmd)
+		err = c.Process(ctx, cmd)
+	}
+	if isLeft(err) {
+		return 0, err // not read, as in run
 	}
 	return takeReply(cmd, slot)
 }
@@ -111,7 +118,10 @@ func (s runner) eval(ctx context.Context, c processor, args []any) (any, error) 
 		cmd = redis.NewCmd(ctx, args...)
 		err = c.Process(ctx, cmd)
 	}
-	return cmd.Val(), err
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
 }
 
 // noScript reports whether err says that the server does not have the

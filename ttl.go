@@ -70,7 +70,7 @@ func (n *node) withConfig(cfg *config) (backend, electorate) {
 }
 
 func (n *node) rebound(cfg *config) *node {
-	return &node{rdb: n.rdb, cluster: n.cluster, cfg: cfg, caps: n.caps}
+	return &node{rdb: n.rdb, cluster: n.cluster, cfg: cfg, caps: n.caps, batches: n.batches}
 }
 
 // withConfig returns a quorum of q's nodes, rebound to cfg. Its record of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/redis/go-redis/v9"
 )
 
 // How cost grows: three curves, each a table and a plot.
@@ -39,10 +40,21 @@ func (h *harness) scalingScenario(ctx context.Context, cs []contestant) []scalin
 		}
 	}
 	lockers := make([]locker, len(rows))
+	sizes := &batchSizes{}
 	for i, r := range rows {
-		lockers[i] = r.c.new(h.rdbs[:r.c.nodes])
+		if r.c.name != "fencelock" {
+			lockers[i] = r.c.new(h.rdbs[:r.c.nodes])
+			continue
+		}
+		// fencelock's own client counts the commands of its round
+		// trips, for the batch table; no other contestant pays the hook.
+		rdb := newClient(h.addrs[0])
+		defer rdb.Close()
+		rdb.AddHook(sizes)
+		lockers[i] = r.c.new([]*redis.Client{rdb})
 	}
 	defer closeAll(lockers)
+	h.batches = nil
 	for _, g := range h.cfg.scaleGoroutines {
 		runs := make([][]*pairResult, len(rows))
 		for rep := 0; rep < h.cfg.reps && ctx.Err() == nil; rep++ {
@@ -52,7 +64,18 @@ func (h *harness) scalingScenario(ctx context.Context, cs []contestant) []scalin
 				}
 				p := h.prefix()
 				runPairs(ctx, lockers[i], nil, p+":warm", 1, time.Second, h.cfg.warmPairs)
+				sizes.take()
 				res := runPairs(ctx, lockers[i], h.rdbs[:rows[i].c.nodes], p, g, h.cfg.dur, h.cfg.maxOps)
+				if rows[i].c.name == "fencelock" {
+					seen := sizes.take()
+					if len(h.batches) == 0 || h.batchesG != g {
+						h.batches, h.batchesG = append(h.batches, seen), g
+					} else {
+						for k, n := range seen {
+							h.batches[len(h.batches)-1][k] += n
+						}
+					}
+				}
 				progress(h.log, "scaling     %3d goroutines rep %d %-12s %8.0f pairs/s errors %d", g, rep, rows[i].c.name, res.perSec(), res.errs)
 				runs[i] = append(runs[i], res)
 			}

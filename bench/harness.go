@@ -26,6 +26,7 @@ type report struct {
 
 	calls   []callCost   // 5
 	scaling []scalingRow // 7
+	batches [][sizeBuckets + 1]int64
 	waiters []waitersRow // 8
 	held    []heldRow    // 9
 }
@@ -127,6 +128,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	if cfg.scenarios["7"] {
 		r.scaling = h.scalingScenario(ctx, plain)
+		r.batches = h.batches
 	}
 	if cfg.scenarios["8"] {
 		r.waiters = h.waitersScenario(ctx, locks)
@@ -153,6 +155,9 @@ type harness struct {
 	addrs []string
 	log   io.Writer
 	seq   int
+
+	batches  [][sizeBuckets + 1]int64 // scenario 7: fencelock's round trips by size, per goroutine count
+	batchesG int                      // the goroutine count of the last of batches
 }
 
 // flush empties every server, so each run starts from the same state.

@@ -35,6 +35,10 @@ func (r *report) markdown(w io.Writer) {
 	if len(r.scaling) > 0 {
 		fmt.Fprintf(w, "### 7. Scaling: pairs/s on distinct names against goroutines, %v per run\n\n", c.dur)
 		scalingTable(w, r.cfg.scaleGoroutines, r.scaling)
+		if len(r.batches) > 0 {
+			fmt.Fprintf(w, "Batch sizes: fencelock's round trips by the commands they carried (one per acquisition or Lua release, two per native release), every repetition\n\n")
+			batchTable(w, r.cfg.scaleGoroutines, r.batches)
+		}
 	}
 	if len(r.waiters) > 0 {
 		fmt.Fprintf(w, "### 8. Handoff latency against waiters on one lock, hold %v, think %v, %v per run\n\n", c.hold, c.think, c.contDur)

@@ -32,7 +32,7 @@ import (
 // be followed by a release with its owner value that ran, and the key must
 // not hold that owner once the release ran.
 func TestLostReply(t *testing.T) {
-	runScenario(t, lostReplyScenario("lost-reply", nil))
+	runScenario(t, lostReplyScenario("lost-reply", nil, false))
 }
 
 // TestLostReplyRetried is TestLostReply where each dropped reply is
@@ -47,7 +47,7 @@ func TestLostReplyRetried(t *testing.T) {
 			return errRetryReadOnly
 		}
 		return errRetryRefused
-	}))
+	}, false))
 }
 
 // The errors of a go-redis retry that failed, after a dropped reply.
@@ -64,13 +64,22 @@ func (retryReply) RedisError()     {}
 
 // lostReplyScenario is TestLostReply's scenario; retried, if not nil,
 // picks the error of the failed retry that follows each dropped reply.
-func lostReplyScenario(name string, retried func(*rand.Rand) error) scenario {
+// shared gives every holder but the first the same Client, and so the
+// same connection pool and hook: their calls go in batches, and a fault
+// injected for one of them drops the replies of all of them, while the
+// first holder, alone, can take the lock meanwhile.
+func lostReplyScenario(name string, retried func(*rand.Rand) error, shared bool) scenario {
 	return scenario{name: name, adapter: "memory", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		admin := srv.Client(t)
 		lr := &lostReplies{admin: admin, retried: retried}
 		clients := make([]*fencelock.Client, holderCount)
 		for i := range holderCount {
+			if shared && i > 1 {
+				clients[i] = clients[1]
+				lr.hooks = append(lr.hooks, lr.hooks[1])
+				continue
+			}
 			rdb := redis.NewClient(redisOptions(srv.Addr()))
 			t.Cleanup(func() { rdb.Close() })
 			h := &dropHook{lr: lr, client: i}
@@ -230,8 +239,19 @@ func (h *dropHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		for _, cmd := range cmds {
 			h.lr.ran(cmd, cmd.Err())
 		}
-		if err != nil || !h.isDropping() {
+		if err != nil {
 			return err
+		}
+		if !h.isDropping() {
+			// A batch that carries an acquisition which took the lock
+			// loses its reply, as a lone one does: the whole batch's.
+			taken := false
+			for _, cmd := range cmds {
+				taken = h.lr.dropTaken(cmd) || taken
+			}
+			if !taken {
+				return err
+			}
 		}
 		kind := ""
 		for _, cmd := range cmds {
