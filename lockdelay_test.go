@@ -260,3 +260,45 @@ func TestLockDelay_backgroundRenewals(t *testing.T) {
 		}
 	}
 }
+
+// A permit's lease keeps its slot's lock-delay as a lock's lease does: an
+// expired permit's slot is refused to the next acquirer until its delay
+// key expires, and a released permit's slot is not.
+func TestLockDelay_permit(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	const ttl, delay = 100 * time.Millisecond, 400 * time.Millisecond
+	holder := fencelock.New(rdb, &fencelock.Options{TTL: ttl, LockDelay: delay, RenewInterval: -1}).Semaphore("jobs", 1)
+	other := fencelock.New(rdb, nil).Semaphore("jobs", 1)
+	const slotKey, delayKey = "fencelock:{jobs}:permit:0", "fencelock:{jobs}:permit:0:delay"
+
+	l, err := holder.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rdb.Get(ctx, delayKey).Val(); got != l.Secret() {
+		t.Fatalf("slot's delay key holds %q, want the permit's owner value", got)
+	}
+	gone(t, rdb, slotKey) // the holder never releases: its permit expires
+	if _, err := other.TryAcquire(ctx); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire within the slot's delay: error = %v, want ErrNotAcquired", err)
+	}
+	gone(t, rdb, delayKey)
+	l2, err := holder.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire after the delay: %v", err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("slot token after the delay %d, want > %d", l2.Token(), l.Token())
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if n := rdb.Exists(ctx, delayKey).Val(); n != 0 {
+		t.Fatal("Release left the slot's delay key")
+	}
+	if _, err := other.TryAcquire(ctx); err != nil {
+		t.Fatalf("TryAcquire after a Release: %v, want the slot at once", err)
+	}
+}
