@@ -12,9 +12,8 @@ import (
 // master in natural batches: a call goes out at once, alone, when less
 // than maxFlying sends are in flight to that master; calls that arrive
 // while they are wait and go together in one pipeline the moment one
-// returns. Alone, a call
-// costs what it did before batching (a plain Process, on its caller's
-// context); under load, many calls share a round trip and the server's
+// returns. Alone, a call costs what it did before batching (a plain
+// Process, on its caller's context); under load, many calls share a round trip and the server's
 // per-request work, with no timer and no added wait. A batcher has no
 // goroutine while idle: the first batch after a lone call starts one,
 // which sends batches for as long as calls keep arriving.
@@ -90,8 +89,8 @@ func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	return b.wait(ctx, &call{cmds: []redis.Cmder{cmd}})
 }
 
-// claim reports whether nothing was in flight, and then marks the
-// batcher busy: the caller sends at once, and calls sent() after.
+// claim reports whether fewer than maxFlying sends were in flight, and
+// then counts the caller's: it sends at once, and calls sent() after.
 func (b *batcher) claim() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
