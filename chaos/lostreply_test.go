@@ -293,7 +293,9 @@ func (lr *lostReplies) drop(cmd redis.Cmder, kind string) {
 	if kind == "acquire" {
 		if n, ok := cmd.(*redis.IntCmd); ok && n.Val() > 0 {
 			kind = "acquire-taken"
-			lr.pending[argString(cmd.Args()[5])] = pendingAcquire{key: argString(cmd.Args()[3]), lost: time.Now()}
+			// EVALSHA sha numkeys KEYS... ARGV...: ARGV[1] is the owner.
+			args := cmd.Args()
+			lr.pending[argString(args[3+acquireKeys])] = pendingAcquire{key: argString(args[3]), lost: time.Now()}
 		}
 	}
 	lr.dropped[kind]++
@@ -323,6 +325,10 @@ func (lr *lostReplies) ran(cmd redis.Cmder, err error) {
 	}
 }
 
+// acquireKeys and acquireArgs are lua/acquire.lua's shape: KEYS lock,
+// token and lock-delay; ARGV owner, ttl, token expiry, proposal, delay.
+const acquireKeys, acquireArgs = 3, 5
+
 // lockCommand classifies a holder's lock command: "acquire", "renew" or
 // "release", or "" for anything else (a wake-up subscription, COMMAND
 // INFO). Scripts are told apart by their shape (lua/acquire.lua: 3 keys, 5
@@ -335,7 +341,7 @@ func lockCommand(cmd redis.Cmder) string {
 			return ""
 		}
 		switch keys := argString(args[2]); {
-		case keys == "3" && len(args) == 11:
+		case keys == "3" && len(args) == 3+acquireKeys+acquireArgs:
 			return "acquire"
 		case keys == "3" && len(args) == 10:
 			return "renew"
