@@ -69,11 +69,12 @@ databases:
 
 # The curated mutant suite (mutants/README.md): each mutant, a deliberate
 # bug, applied alone to a scratch copy of the tree, must fail the tests it
-# names. MUTANTS=regexp runs those whose name matches. The native-command
+# names. MUTANTS=regexp runs those whose name matches; MUTANTFLAGS adds
+# flags (CI: -j 2 -trust-clean, see mutants/README.md). The native-command
 # mutants need the Redis 8 and Valkey 9 builds of scripts/install-servers.
 mutants: redis databases
 	@if [ -x scripts/install-servers ]; then ./scripts/install-servers; fi
-	cd mutants && go run . -run '$(MUTANTS)'
+	cd mutants && go run . -run '$(MUTANTS)' $(MUTANTFLAGS)
 
 # Every fuzz target in every module, each for FUZZTIME (CI: 10s each), its
 # committed corpus (testdata/fuzz) first. Targets are found by name, so a

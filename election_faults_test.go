@@ -288,6 +288,10 @@ func TestElection_minorityProclaim(t *testing.T) {
 	for _, n := range nodes[1:] {
 		n.AddHook(refuse)
 	}
+	// Proclaim returns once two refusals decide it, maybe before node 0
+	// answers: the premise waits for that answer.
+	answered := &answeredAnnounce{done: make(chan struct{}, 1)}
+	nodes[0].AddHook(answered)
 	e := fencelock.NewQuorum(nodes, &opts).Election("m")
 	reader := fencelock.NewQuorum(quorumClients(t, servers), &opts)
 	node0 := fencelock.New(quorumClients(t, servers)[0], &opts).Election("m")
@@ -298,10 +302,17 @@ func TestElection_minorityProclaim(t *testing.T) {
 	w := observe(t, ctx, reader.Election("m"))
 
 	refuse.on.Store(true)
+	answered.on.Store(true)
 	if err := e.Proclaim(ctx, "new"); !errors.Is(err, fencelock.ErrNoQuorum) {
 		t.Fatalf("Proclaim with two nodes of three refusing error = %v, want ErrNoQuorum", err)
 	}
 	refuse.on.Store(false)
+	select {
+	case <-answered.done:
+	case <-ctx.Done():
+		t.Fatalf("node 0 never answered the minority Proclaim: %v", ctx.Err())
+	}
+	answered.on.Store(false)
 	if got, err := node0.Leader(ctx); err != nil || got.Value != "new" {
 		t.Fatalf("node 0's record = %+v, %v; want new (the test's premise)", got, err)
 	}
@@ -338,6 +349,42 @@ func TestElection_minorityProclaim(t *testing.T) {
 			t.Errorf("Observe sent %s, want no change to the minority's value new", describe(got))
 			break
 		}
+	}
+}
+
+// answeredAnnounce signals done each time, while on, a Proclaim's request
+// got its reply.
+type answeredAnnounce struct {
+	on   atomic.Bool
+	done chan struct{}
+}
+
+func (h *answeredAnnounce) see(cmd redis.Cmder) {
+	if h.on.Load() && slices.Contains(cmd.Args(), any("proclaimed")) {
+		select {
+		case h.done <- struct{}{}:
+		default: // one signal is enough
+		}
+	}
+}
+
+func (h *answeredAnnounce) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *answeredAnnounce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.see(cmd)
+		return err
+	}
+}
+
+func (h *answeredAnnounce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.see(cmd)
+		}
+		return err
 	}
 }
 

@@ -13,20 +13,25 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
 type opts struct {
-	root     string
-	defs     string
-	run      *regexp.Regexp
-	timeout  time.Duration
-	all      bool
-	servers  *servers
-	verbose  bool
-	logs     string // if set, each mutant's test output goes to logs/NAME.log
-	out      io.Writer
+	root    string
+	defs    string
+	run     *regexp.Regexp
+	timeout time.Duration
+	all     bool
+	servers *servers
+	verbose bool
+	logs    string // if set, each mutant's test output goes to logs/NAME.log
+	out     io.Writer
+	jobs    int  // mutants run at once, each on its own copy of the tree
+	trust   bool // no clean-tree runs: the caller has just passed every test
+
+	mu       sync.Mutex         // guards out and baseline
 	baseline map[string]*result // clean-tree runs, by test command
 }
 
@@ -45,14 +50,21 @@ func main() {
 	listOnly := flag.Bool("list", false, "list the mutants and exit")
 	verbose := flag.Bool("v", false, "print the output of the failing test runs")
 	logs := flag.String("logs", "", "write each mutant's test output to `dir`/NAME.log")
+	jobs := flag.Int("j", 1, "run `n` mutants at once, each on its own copy of the tree")
+	trust := flag.Bool("trust-clean", false, "skip the clean-tree runs that check each killing test passes without the mutant: "+
+		"only where every test has just passed on the unmutated tree (CI, after make test)")
 	flag.Parse()
+	if *jobs < 1 {
+		fmt.Fprintln(os.Stderr, "mutants: -j: want at least 1, got", *jobs)
+		os.Exit(2)
+	}
 	sel, err := regexp.Compile(*run)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutants: -run:", err)
 		os.Exit(2)
 	}
 	o := &opts{root: *root, defs: *defs, run: sel, timeout: *timeout, all: *all, servers: &servers{list: list},
-		verbose: *verbose, logs: *logs, out: os.Stdout, baseline: map[string]*result{}}
+		verbose: *verbose, logs: *logs, out: os.Stdout, jobs: *jobs, trust: *trust, baseline: map[string]*result{}}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code, err := o.main(ctx, *listOnly)
@@ -93,23 +105,44 @@ func (o *opts) main(ctx context.Context, list bool) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(scratch)
-	tree := filepath.Join(scratch, "tree")
-	if err := copyTree(o.root, tree); err != nil {
-		return 0, fmt.Errorf("copying the tree: %w", err)
+	// One copy per job: a mutant edits its copy in place until undone.
+	trees := make([]string, min(o.jobs, len(ms)))
+	for i := range trees {
+		trees[i] = filepath.Join(scratch, fmt.Sprintf("tree%d", i))
+		if err := copyTree(o.root, trees[i]); err != nil {
+			return 0, fmt.Errorf("copying the tree: %w", err)
+		}
 	}
-	fmt.Fprintf(o.out, "%d mutants, each on a copy of %s\n", len(ms), o.root)
+	fmt.Fprintf(o.out, "%d mutants, each on a copy of %s, %d at once\n", len(ms), o.root, len(trees))
 
 	start := time.Now()
-	var reports []report
-	for _, m := range ms {
+	reports := make([]report, len(ms))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for _, tree := range trees {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				reports[i] = o.runMutant(ctx, tree, ms[i])
+				o.mu.Lock()
+				fmt.Fprintln(o.out, reports[i].line())
+				o.mu.Unlock()
+			}
+		}()
+	}
+	ran := 0
+	for i := range ms {
 		if ctx.Err() != nil {
 			break
 		}
-		rep := o.runMutant(ctx, tree, m)
-		fmt.Fprintln(o.out, rep.line())
-		reports = append(reports, rep)
+		next <- i
+		ran++
 	}
-	return summary(o.out, reports, o.baseline, time.Since(start)), ctx.Err()
+	close(next)
+	wg.Wait()
+	reports = reports[:ran]
+	return summary(o.out, reports, o.baseline, o.trust, time.Since(start)), ctx.Err()
 }
 
 // A report is one mutant's outcome.
@@ -188,7 +221,9 @@ func (o *opts) runMutant(ctx context.Context, tree string, m *mutant) report {
 		if r.failed {
 			killers, results = append(killers, c), append(results, r)
 			if o.verbose {
+				o.mu.Lock()
 				fmt.Fprintf(o.out, "--- mutant %s: %s failed:\n%s\n", m.name, c, tail(r.output, 60))
+				o.mu.Unlock()
 			}
 			if !o.all {
 				break
@@ -213,16 +248,7 @@ func (o *opts) runMutant(ctx context.Context, tree string, m *mutant) report {
 	}
 	// A kill counts only if the test passes on the unmutated tree.
 	for i, c := range killers {
-		b := o.baseline[c.String()]
-		if b == nil {
-			r, err := o.goTest(ctx, tree, c)
-			if err != nil {
-				r.failed, r.note = true, err.Error()
-			}
-			b = &r
-			o.baseline[c.String()] = b
-		}
-		if b.failed {
+		if b := o.clean(ctx, tree, c); b.failed {
 			rep.verdict, rep.problem = "not judged", true
 			rep.by = fmt.Sprintf("%s fails on the unmutated tree too: %s\n%s", c, b.killedBy(), tail(b.output, 20))
 			return rep
@@ -236,10 +262,33 @@ func (o *opts) runMutant(ctx context.Context, tree string, m *mutant) report {
 	return rep
 }
 
+// clean returns c's run on the unmutated tree, run once per command (a
+// job may repeat one that another job runs at the same time). With
+// -trust-clean it runs nothing and reports a pass.
+func (o *opts) clean(ctx context.Context, tree string, c testCmd) *result {
+	if o.trust {
+		return &result{}
+	}
+	o.mu.Lock()
+	b := o.baseline[c.String()]
+	o.mu.Unlock()
+	if b != nil {
+		return b
+	}
+	r, err := o.goTest(ctx, tree, c)
+	if err != nil {
+		r.failed, r.note = true, err.Error()
+	}
+	o.mu.Lock()
+	o.baseline[c.String()] = &r
+	o.mu.Unlock()
+	return &r
+}
+
 // summary prints the table and returns the exit code: 1 if any mutant
 // survived (unless pending), did not apply or build, or could not be
 // judged, or if a pending one was killed.
-func summary(w io.Writer, reps []report, baseline map[string]*result, total time.Duration) int {
+func summary(w io.Writer, reps []report, baseline map[string]*result, trusted bool, total time.Duration) int {
 	fmt.Fprintf(w, "\n%-40s %-18s %8s  %s\n", "mutant", "result", "time", "killed by")
 	counts := map[string]int{}
 	code := 0
@@ -270,8 +319,12 @@ func summary(w io.Writer, reps []report, baseline map[string]*result, total time
 			parts = append(parts, fmt.Sprintf("%d %s", n, v))
 		}
 	}
-	fmt.Fprintf(w, "\n%d mutants: %s. Mutant runs %s, %d clean-tree runs %s, total %s.\n",
-		len(reps), strings.Join(parts, ", "), tests.Round(time.Second), len(baseline), base.Round(time.Second), total.Round(time.Second))
+	clean := fmt.Sprintf("%d clean-tree runs %s", len(baseline), base.Round(time.Second))
+	if trusted {
+		clean = "no clean-tree runs (-trust-clean)"
+	}
+	fmt.Fprintf(w, "\n%d mutants: %s. Mutant runs %s (summed over the jobs), %s, total %s.\n",
+		len(reps), strings.Join(parts, ", "), tests.Round(time.Second), clean, total.Round(time.Second))
 	return code
 }
 

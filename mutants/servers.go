@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // servers finds the server builds that a test's server=NAME selects. The
@@ -18,7 +19,8 @@ import (
 // dash ("redis-8", "valkey"), as make test's FENCELOCK_SERVERS does. A
 // NAME with a slash is a bin directory itself.
 type servers struct {
-	list  string   // the file of bin directories; may be absent
+	list  string // the file of bin directories; may be absent
+	mu    sync.Mutex
 	found []server // nil until first needed
 }
 
@@ -32,6 +34,8 @@ func (s *servers) bin(ctx context.Context, name string) (string, error) {
 		}
 		return filepath.Abs(name)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.found == nil {
 		s.found = s.candidates(ctx)
 	}
