@@ -23,9 +23,12 @@ const (
 	sentinelDownAfter = 1000 * time.Millisecond
 	clusterNodeTimout = 1000 * time.Millisecond
 	// setupTimeout bounds how long a deployment may take to form, and
-	// failoverTimeout how long a failover may take, before the test fails.
+	// failoverTimeout how long a failover may take, before the test fails:
+	// a sentinel whose first attempt failed (a loaded machine) tries again
+	// after twice its failover-timeout (10s), so a bound of 30s cut
+	// second attempts short.
 	setupTimeout    = 30 * time.Second
-	failoverTimeout = 30 * time.Second
+	failoverTimeout = 60 * time.Second
 )
 
 // SentinelGroup is a Sentinel deployment: a master with two replicas,
