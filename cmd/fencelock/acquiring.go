@@ -200,6 +200,16 @@ func lockTaking(cmd string, cn *conn, locks *fencelock.Client, name string) *tak
 	}
 }
 
+// permitTaking takes a permit of the semaphore sem.
+func permitTaking(cmd string, cn *conn, sem *fencelock.Semaphore) *taking {
+	return &taking{
+		cmd: cmd, name: sem.Name(),
+		try:  sem.TryAcquire,
+		wait: sem.Acquire,
+		held: func(ctx context.Context, after string) string { return permitsHeldMessage(ctx, cn, sem, after) },
+	}
+}
+
 // acquireLease takes the lock as w says, reporting failures on stderr
 // on one line; a nil lease comes with the exit status: 75 if another
 // lease holds the lock or fencelock was interrupted, 125 if Redis failed.
@@ -263,4 +273,29 @@ func heldMessage(ctx context.Context, cn *conn, locks *fencelock.Client, name, a
 		return fmt.Sprintf("lock %q is held by lease %s%s, with no TTL (its key was not set by fencelock)", name, h.LeaseID, after)
 	}
 	return fmt.Sprintf("lock %q is held by lease %s%s (%v left of its TTL unless renewed)", name, h.LeaseID, after, h.TTL)
+}
+
+// permitsHeldMessage says that other leases hold every permit of sem,
+// for "not acquired", and when the first of them ends unless renewed, as
+// far as Redis tells.
+func permitsHeldMessage(ctx context.Context, cn *conn, sem *fencelock.Semaphore, after string) string {
+	rctx, cancel := cn.request(ctx)
+	defer cancel()
+	hs, err := sem.Holders(rctx)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s", sem.Name(), sem.Permits(), after)
+	case len(hs) < sem.Permits():
+		return fmt.Sprintf("every permit of semaphore %q (%d) was held by other leases%s (%d free now)", sem.Name(), sem.Permits(), after, sem.Permits()-len(hs))
+	}
+	first := time.Duration(-1)
+	for _, h := range hs {
+		if h.TTL >= 0 && (first < 0 || h.TTL < first) {
+			first = h.TTL
+		}
+	}
+	if first < 0 {
+		return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s, with no TTL (their keys were not set by fencelock)", sem.Name(), sem.Permits(), after)
+	}
+	return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s (the first ends in %v unless renewed)", sem.Name(), sem.Permits(), after, first)
 }
