@@ -73,29 +73,44 @@ func TestRun_permitEnv(t *testing.T) {
 
 // N+1 runs of a semaphore of N: N run their COMMAND at once, the last
 // waits until one ends, and never do more than N run (each COMMAND counts
-// the running ones in Redis).
+// the running ones in Redis). While N run, one more attempt (-n) is
+// refused: had the last run taken a permit beyond N already, it would
+// not get the freed slot; had it not, the attempt would take that
+// permit.
 func TestRun_permitsAtMostN(t *testing.T) {
 	t.Parallel()
 	const n = 3
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	out := newOutput() // every COMMAND's, one "ready" line each
-	var dones []<-chan int
+	t.Cleanup(func() { // COMMANDs a failed test left waiting for SIGTERM
+		for _, r := range readyLines(t, out.String()) {
+			syscall.Kill(r.pid, syscall.SIGKILL)
+		}
+	})
+	var (
+		hs    []*harness
+		dones []<-chan int
+	)
 	for range n + 1 {
 		h := newHarness(t)
 		h.stdout = out
 		args := append([]string{"run", "--redis", redisURL(s), "--permits", strconv.Itoa(n), "workers", "--"}, h.self("count-trap")...)
 		h.childEnv = append(h.childEnv, "FENCELOCK_TEST_REDIS="+s.Addr(), "FENCELOCK_TEST_KEY=test:running")
-		dones = append(dones, h.start(args...))
+		hs, dones = append(hs, h), append(dones, h.start(args...))
 	}
 	out.waitForN(t, "ready", n)
 	first := readyLines(t, out.String())
-	hs, err := fencelock.New(rdb, nil).Semaphore("workers", n).Holders(t.Context())
+	holders, err := fencelock.New(rdb, nil).Semaphore("workers", n).Holders(t.Context())
 	if err != nil {
 		t.Fatalf("Holders: %v", err)
 	}
-	if len(hs) != n {
-		t.Errorf("with %d COMMANDs ready, %d permits are held, want %d", n, len(hs), n)
+	if len(holders) != n {
+		t.Errorf("with %d COMMANDs ready, %d permits are held, want %d", n, len(holders), n)
+	}
+	probe := newHarness(t)
+	if got := probe.run(append([]string{"run", "--redis", redisURL(s), "--permits", strconv.Itoa(n), "-n", "workers", "--"}, probe.self("env")...)...); got != exitNotAcquired || probe.stdout.String() != "" {
+		t.Errorf("run -n while %d COMMANDs run: exit = %d, output %q; want %d and no COMMAND", n, got, probe.stdout, exitNotAcquired)
 	}
 	// One ends; the waiting run takes its slot.
 	if err := syscall.Kill(first[0].pid, syscall.SIGTERM); err != nil {
@@ -110,13 +125,8 @@ func TestRun_permitsAtMostN(t *testing.T) {
 		syscall.Kill(r.pid, syscall.SIGTERM)
 	}
 	for i, done := range dones {
-		select {
-		case code := <-done:
-			if code != 3 {
-				t.Errorf("run %d exit = %d, want the command's 3", i, code)
-			}
-		case <-t.Context().Done():
-			t.Fatal("test ended before run exited")
+		if code := hs[i].exit(done); code != 3 {
+			t.Errorf("run %d exit = %d, want the command's 3", i, code)
 		}
 	}
 	slots := map[string]bool{}
