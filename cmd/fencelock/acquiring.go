@@ -88,9 +88,10 @@ type attempts struct {
 	stderr io.Writer
 
 	mu         sync.Mutex
-	waiting    bool  // Acquire, which retries, rather than TryAcquire
-	failure    error // of the last attempt that Redis or the network failed
-	failing    bool  // the last attempt failed so, rather than finding the lock held
+	kind       string // what name names, from taking.kind
+	waiting    bool   // Acquire, which retries, rather than TryAcquire
+	failure    error  // of the last attempt that Redis or the network failed
+	failing    bool   // the last attempt failed so, rather than finding the lock held
 	renewError error
 	// attempted, if set, is called after an attempt that did not take
 	// the lock: elect's one attempt ends the campaign there.
@@ -115,7 +116,7 @@ func (a *attempts) hooks() *fencelock.Hooks {
 			if failed && !a.failing && a.waiting {
 				// Said once per run of failures: a wait may outlast a Redis
 				// restart, and should not do so silently.
-				fmt.Fprintf(a.stderr, "fencelock %s: waiting for lock %q: %s; retrying\n", a.cmd, a.name, message(i.Err))
+				fmt.Fprintf(a.stderr, "fencelock %s: waiting for %s %q: %s; retrying\n", a.cmd, a.kind, a.name, message(i.Err))
 			}
 			a.failing = failed
 		},
@@ -181,7 +182,8 @@ func (a *attempts) redisFailure() error {
 // the leadership of elect.
 type taking struct {
 	cmd  string // the command, for messages
-	name string // the lock's (or election's) name
+	name string // the lock's (or election's, or semaphore's) name
+	kind string // what name names, for messages: "lock" or "semaphore"
 	// try makes one attempt; wait waits until it holds the lock or ctx
 	// ends.
 	try, wait func(ctx context.Context) (*fencelock.Lease, error)
@@ -193,7 +195,7 @@ type taking struct {
 // lockTaking takes the lock name with locks.
 func lockTaking(cmd string, cn *conn, locks *fencelock.Client, name string) *taking {
 	return &taking{
-		cmd: cmd, name: name,
+		cmd: cmd, name: name, kind: "lock",
 		try:  func(ctx context.Context) (*fencelock.Lease, error) { return locks.TryAcquire(ctx, name) },
 		wait: func(ctx context.Context) (*fencelock.Lease, error) { return locks.Acquire(ctx, name) },
 		held: func(ctx context.Context, after string) string { return heldMessage(ctx, cn, locks, name, after) },
@@ -203,7 +205,7 @@ func lockTaking(cmd string, cn *conn, locks *fencelock.Client, name string) *tak
 // permitTaking takes a permit of the semaphore sem.
 func permitTaking(cmd string, cn *conn, sem *fencelock.Semaphore) *taking {
 	return &taking{
-		cmd: cmd, name: sem.Name(),
+		cmd: cmd, name: sem.Name(), kind: "semaphore",
 		try:  sem.TryAcquire,
 		wait: sem.Acquire,
 		held: func(ctx context.Context, after string) string { return permitsHeldMessage(ctx, cn, sem, after) },
@@ -219,7 +221,7 @@ func (c *cli) acquireLease(ctx context.Context, tk *taking, a *attempts, w waitP
 		err   error
 	)
 	a.mu.Lock()
-	a.waiting = !w.once
+	a.waiting, a.kind = !w.once, tk.kind
 	a.mu.Unlock()
 	switch {
 	case w.once:
@@ -237,11 +239,11 @@ func (c *cli) acquireLease(ctx context.Context, tk *taking, a *attempts, w waitP
 	case errors.Is(err, fencelock.ErrInvalid):
 		return nil, c.fail(tk.cmd, exitUsage, err)
 	case ctx.Err() != nil:
-		return nil, c.fail(tk.cmd, exitNotAcquired, fmt.Errorf("interrupted while acquiring lock %q", tk.name))
+		return nil, c.fail(tk.cmd, exitNotAcquired, fmt.Errorf("interrupted while acquiring %s %q", tk.kind, tk.name))
 	}
 	if rerr := a.redisFailure(); rerr != nil {
 		if w.limit > 0 {
-			rerr = fmt.Errorf("waited %s for lock %q, but Redis failed: %w", w.limitBy, tk.name, rerr)
+			rerr = fmt.Errorf("waited %s for %s %q, but Redis failed: %w", w.limitBy, tk.kind, tk.name, rerr)
 		}
 		return nil, c.fail(tk.cmd, exitInternal, rerr)
 	}
