@@ -88,9 +88,10 @@ type attempts struct {
 	stderr io.Writer
 
 	mu         sync.Mutex
-	waiting    bool  // Acquire, which retries, rather than TryAcquire
-	failure    error // of the last attempt that Redis or the network failed
-	failing    bool  // the last attempt failed so, rather than finding the lock held
+	kind       string // what name names, from taking.kind
+	waiting    bool   // Acquire, which retries, rather than TryAcquire
+	failure    error  // of the last attempt that Redis or the network failed
+	failing    bool   // the last attempt failed so, rather than finding the lock held
 	renewError error
 	// attempted, if set, is called after an attempt that did not take
 	// the lock: elect's one attempt ends the campaign there.
@@ -115,7 +116,7 @@ func (a *attempts) hooks() *fencelock.Hooks {
 			if failed && !a.failing && a.waiting {
 				// Said once per run of failures: a wait may outlast a Redis
 				// restart, and should not do so silently.
-				fmt.Fprintf(a.stderr, "fencelock %s: waiting for lock %q: %s; retrying\n", a.cmd, a.name, message(i.Err))
+				fmt.Fprintf(a.stderr, "fencelock %s: waiting for %s %q: %s; retrying\n", a.cmd, a.kind, a.name, message(i.Err))
 			}
 			a.failing = failed
 		},
@@ -181,7 +182,8 @@ func (a *attempts) redisFailure() error {
 // the leadership of elect.
 type taking struct {
 	cmd  string // the command, for messages
-	name string // the lock's (or election's) name
+	name string // the lock's (or election's, or semaphore's) name
+	kind string // what name names, for messages: "lock" or "semaphore"
 	// try makes one attempt; wait waits until it holds the lock or ctx
 	// ends.
 	try, wait func(ctx context.Context) (*fencelock.Lease, error)
@@ -193,10 +195,20 @@ type taking struct {
 // lockTaking takes the lock name with locks.
 func lockTaking(cmd string, cn *conn, locks *fencelock.Client, name string) *taking {
 	return &taking{
-		cmd: cmd, name: name,
+		cmd: cmd, name: name, kind: "lock",
 		try:  func(ctx context.Context) (*fencelock.Lease, error) { return locks.TryAcquire(ctx, name) },
 		wait: func(ctx context.Context) (*fencelock.Lease, error) { return locks.Acquire(ctx, name) },
 		held: func(ctx context.Context, after string) string { return heldMessage(ctx, cn, locks, name, after) },
+	}
+}
+
+// permitTaking takes a permit of the semaphore sem.
+func permitTaking(cmd string, cn *conn, sem *fencelock.Semaphore) *taking {
+	return &taking{
+		cmd: cmd, name: sem.Name(), kind: "semaphore",
+		try:  sem.TryAcquire,
+		wait: sem.Acquire,
+		held: func(ctx context.Context, after string) string { return permitsHeldMessage(ctx, cn, sem, after) },
 	}
 }
 
@@ -209,7 +221,7 @@ func (c *cli) acquireLease(ctx context.Context, tk *taking, a *attempts, w waitP
 		err   error
 	)
 	a.mu.Lock()
-	a.waiting = !w.once
+	a.waiting, a.kind = !w.once, tk.kind
 	a.mu.Unlock()
 	switch {
 	case w.once:
@@ -227,11 +239,11 @@ func (c *cli) acquireLease(ctx context.Context, tk *taking, a *attempts, w waitP
 	case errors.Is(err, fencelock.ErrInvalid):
 		return nil, c.fail(tk.cmd, exitUsage, err)
 	case ctx.Err() != nil:
-		return nil, c.fail(tk.cmd, exitNotAcquired, fmt.Errorf("interrupted while acquiring lock %q", tk.name))
+		return nil, c.fail(tk.cmd, exitNotAcquired, fmt.Errorf("interrupted while acquiring %s %q", tk.kind, tk.name))
 	}
 	if rerr := a.redisFailure(); rerr != nil {
 		if w.limit > 0 {
-			rerr = fmt.Errorf("waited %s for lock %q, but Redis failed: %w", w.limitBy, tk.name, rerr)
+			rerr = fmt.Errorf("waited %s for %s %q, but Redis failed: %w", w.limitBy, tk.kind, tk.name, rerr)
 		}
 		return nil, c.fail(tk.cmd, exitInternal, rerr)
 	}
@@ -263,4 +275,29 @@ func heldMessage(ctx context.Context, cn *conn, locks *fencelock.Client, name, a
 		return fmt.Sprintf("lock %q is held by lease %s%s, with no TTL (its key was not set by fencelock)", name, h.LeaseID, after)
 	}
 	return fmt.Sprintf("lock %q is held by lease %s%s (%v left of its TTL unless renewed)", name, h.LeaseID, after, h.TTL)
+}
+
+// permitsHeldMessage says that other leases hold every permit of sem,
+// for "not acquired", and when the first of them ends unless renewed, as
+// far as Redis tells.
+func permitsHeldMessage(ctx context.Context, cn *conn, sem *fencelock.Semaphore, after string) string {
+	rctx, cancel := cn.request(ctx)
+	defer cancel()
+	hs, err := sem.Holders(rctx)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s", sem.Name(), sem.Permits(), after)
+	case len(hs) < sem.Permits():
+		return fmt.Sprintf("every permit of semaphore %q (%d) was held by other leases%s (%d free now)", sem.Name(), sem.Permits(), after, sem.Permits()-len(hs))
+	}
+	first := time.Duration(-1)
+	for _, h := range hs {
+		if h.TTL >= 0 && (first < 0 || h.TTL < first) {
+			first = h.TTL
+		}
+	}
+	if first < 0 {
+		return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s, with no TTL (their keys were not set by fencelock)", sem.Name(), sem.Permits(), after)
+	}
+	return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s (the first ends in %v unless renewed)", sem.Name(), sem.Permits(), after, first)
 }

@@ -97,7 +97,7 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 	}
 	e := locks.Election(name)
 	campaign := func(ctx context.Context) (*fencelock.Lease, error) { return e.Campaign(ctx, value) }
-	tk := &taking{cmd: "elect", name: name,
+	tk := &taking{cmd: "elect", name: name, kind: "lock",
 		// The library campaigns until elected; one attempt is a campaign
 		// ended after its first attempt.
 		try:  func(ctx context.Context) (*fencelock.Lease, error) { return h.a.once(ctx, campaign) },

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencelock/fencelock"
 )
 
 // command is one subcommand's flag set: stdlib flags, each optionally
@@ -280,6 +282,43 @@ func (v *durationValue) Set(s string) error {
 		return err
 	}
 	*v.d = d
+	return nil
+}
+
+// addPermits registers --permits, and FENCELOCK_PERMITS, on cmd: a
+// semaphore's permits; *n stays 0 (a lock) unless it is given.
+func (cmd *command) addPermits(n *int, usage string) {
+	cmd.fs.Var(&permitsValue{cmd: cmd, n: n}, "permits", usage)
+	cmd.fromEnv("permits", "FENCELOCK_PERMITS")
+}
+
+// permitsValue is --permits: 1 to fencelock.MaxPermits, checked as it is
+// parsed, so that a bad value is a usage error before anything is sent.
+type permitsValue struct {
+	cmd *command
+	n   *int
+}
+
+func (v *permitsValue) String() string {
+	if v.n == nil || *v.n == 0 {
+		return ""
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v *permitsValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("not a number: want 1 to %d permits", fencelock.MaxPermits)
+	case n < 1 || n > fencelock.MaxPermits:
+		err = fmt.Errorf("want 1 to %d permits", fencelock.MaxPermits)
+	}
+	if err != nil {
+		v.cmd.bad = fmt.Errorf("--permits %s: %w", s, err)
+		return err
+	}
+	*v.n = n
 	return nil
 }
 

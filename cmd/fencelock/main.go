@@ -1,5 +1,5 @@
 // Command fencelock runs commands under Redis locks that issue fencing
-// tokens, or while leading an election, gives shell scripts the lock's
+// tokens (or under a semaphore's permits), or while leading an election, gives shell scripts the lock's
 // acquire, renew and release, audits a Redis deployment for lock safety,
 // and demonstrates why fencing matters.
 //
@@ -58,8 +58,9 @@ const exitCodesHelp = `Exit status (each command's -h lists its own):
        release: also when nobody holds the lock any more)
   1    doctor found a critical problem; leader: nobody leads
   2    usage error: bad flags, arguments or environment
-  75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait; -E, --conflict-exit-code, changes this status), or
+  75   not acquired: another lease holds the lock, or other leases
+       every permit of run --permits (with --no-wait, or after --wait;
+       -E, --conflict-exit-code, changes this status), or
        fencelock was interrupted before COMMAND started; elect: another
        candidate leads (with --no-wait, or throughout --wait)
   124  run, elect: the lease was lost or could not be renewed in time,
@@ -75,10 +76,12 @@ const topUsage = `fencelock runs commands under Redis locks that issue fencing t
 
 Usage:
   fencelock run [flags] NAME [--] COMMAND [ARG...]   run a command holding a lock
+                                                     (--permits N: a semaphore's permit)
   fencelock acquire [flags] NAME                     acquire; print the lease for eval
   fencelock renew [flags] [NAME]                     renew a lease printed by acquire
   fencelock release [flags] [NAME]                   release a lease printed by acquire
   fencelock status [flags] NAME                      show a lock's holder, TTL and token
+                                                     (--permits N: a semaphore's slots)
   fencelock elect [flags] NAME [--] COMMAND [ARG...] run a command while leading an election
   fencelock leader [flags] NAME                      show (or --watch) an election's leader
   fencelock doctor [flags]                           audit a Redis deployment for lock safety

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 )
 
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 func child(mode string) int {
 	switch mode {
 	case "env": // print what fencelock put in the environment
-		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_TERM", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SECRET", "FENCELOCK_SECRET_FILE"} {
+		for _, k := range []string{"FENCELOCK_NAME", "FENCELOCK_TOKEN", "FENCELOCK_TERM", "FENCELOCK_LEASE", "FENCELOCK_FENCE", "FENCELOCK_SLOT", "FENCELOCK_LOCK", "FENCELOCK_SECRET", "FENCELOCK_SECRET_FILE"} {
 			if v, ok := os.LookupEnv(k); ok {
 				fmt.Printf("%s=%s\n", k, v)
 			}
@@ -93,6 +94,27 @@ func child(mode string) int {
 		fmt.Printf("ready %d %s %s\n", os.Getpid(), os.Getenv("FENCELOCK_TERM"), os.Getenv("FENCELOCK_TOKEN"))
 		s := <-c
 		fmt.Printf("got %v\n", s)
+		return 3
+	case "count-trap": // as trap, counting the COMMANDs that run in Redis
+		// The count goes up before "ready" and down before the exit,
+		// which comes before run releases the permit: a COMMAND that
+		// started while N others ran sees more than N.
+		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("FENCELOCK_TEST_REDIS")})
+		defer rdb.Close()
+		ctx, key := context.Background(), os.Getenv("FENCELOCK_TEST_KEY")
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		n, err := rdb.Incr(ctx, key).Result()
+		if err != nil {
+			fmt.Println(err)
+			return 99
+		}
+		fmt.Printf("ready %d slot %s running %d\n", os.Getpid(), os.Getenv("FENCELOCK_SLOT"), n)
+		<-c
+		if err := rdb.Decr(ctx, key).Err(); err != nil {
+			fmt.Println(err)
+			return 99
+		}
 		return 3
 	case "stop-self": // as trap, but stopped (SIGSTOP) before waiting
 		c := make(chan os.Signal, 1)
@@ -160,11 +182,17 @@ func (o *output) String() string {
 // generous timeout. Call it from the test goroutine only.
 func (o *output) waitFor(t testing.TB, s string) {
 	t.Helper()
+	o.waitForN(t, s, 1)
+}
+
+// waitForN waits until the output contains s n times, as waitFor.
+func (o *output) waitForN(t testing.TB, s string, n int) {
+	t.Helper()
 	timeout := time.NewTimer(15 * time.Second)
 	defer timeout.Stop()
 	for {
 		o.mu.Lock()
-		has, changed := strings.Contains(o.buf.String(), s), o.changed
+		has, changed := strings.Count(o.buf.String(), s) >= n, o.changed
 		o.mu.Unlock()
 		if has {
 			return
@@ -172,7 +200,7 @@ func (o *output) waitFor(t testing.TB, s string) {
 		select {
 		case <-changed:
 		case <-timeout.C:
-			t.Fatalf("output never contained %q; got:\n%s", s, o.String())
+			t.Fatalf("output never contained %q %d times; got:\n%s", s, n, o.String())
 		}
 	}
 }

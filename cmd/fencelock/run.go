@@ -30,6 +30,19 @@ COMMAND gets these variables in its environment:
   FENCELOCK_FENCE   the fence text form, for a Fencing-Token header:
                     "TOKEN";lock="NAME";lease="ID"
 
+With --permits N, run takes one of the N permits of the semaphore NAME
+instead of the lock NAME (a semaphore and a lock of the same name do not
+exclude each other): at most N runs hold a permit at once, and the
+others wait as for a lock. Each permit holds a slot, 0 to N-1, whose own
+tokens fence it; COMMAND also gets
+  FENCELOCK_SLOT    the permit's slot
+  FENCELOCK_LOCK    the slot's fence name, "NAME{permit SLOT}": what a
+                    fenced store checks FENCELOCK_TOKEN against (it is
+                    also the lock of FENCELOCK_FENCE)
+and everything below holds for the permit as for a lock. Give every run
+of one semaphore the same N; "fencelock status --permits N NAME" shows
+its slots.
+
 COMMAND never outlives the lease. Once the lease can no longer be renewed
 in time (Redis is unreachable, its deadline is less than --grace away),
 or is lost (the lock expired, was deleted or taken over), COMMAND gets
@@ -54,9 +67,10 @@ process group, and signals reach COMMAND alone.`
 
 const runExits = `  N    COMMAND's own exit status; 128+S if signal S killed it
   2    usage error: bad flags, arguments or environment
-  75   not acquired: another lease holds the lock (with --no-wait, or
-       after --wait; -E changes this status), or fencelock was
-       interrupted before COMMAND started
+  75   not acquired: another lease holds the lock, or with --permits
+       other leases hold every permit (with --no-wait, or after --wait;
+       -E changes this status), or fencelock was interrupted before
+       COMMAND started
   124  the lease was lost or could not be renewed in time: run
        terminated COMMAND
   125  fencelock itself failed (Redis unreachable, unexpected reply)
@@ -66,15 +80,17 @@ const runExits = `  N    COMMAND's own exit status; 128+S if signal S killed it
 
 func (c *cli) run(ctx context.Context, args []string) int {
 	var (
-		cn conn
-		wf waitFlags
-		cf commandFlags
+		cn      conn
+		wf      waitFlags
+		cf      commandFlags
+		permits int
 	)
 	cmd := c.command("run", "[flags] NAME [--] COMMAND [ARG...]", runAbout, runExits)
 	cn.addConn(cmd)
 	cn.addTTL(cmd, "FENCELOCK_TTL")
 	cn.addLockDelay(cmd)
 	wf.add(cmd)
+	cmd.addPermits(&permits, "take one of the `n` permits (1 to "+strconv.Itoa(fencelock.MaxPermits)+") of the semaphore NAME instead of the lock NAME")
 	cf.add(cmd)
 	name, argv, err := cmd.parseCommand(args)
 	var policy waitPolicy
@@ -89,14 +105,18 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		return code
 	}
 	defer done()
-	lease, code := c.acquireLease(ctx, lockTaking("run", &cn, locks, name), h.a, policy)
+	tk := lockTaking("run", &cn, locks, name)
+	if permits > 0 {
+		tk = permitTaking("run", &cn, locks.Semaphore(name, permits))
+	}
+	lease, code := c.acquireLease(ctx, tk, h.a, policy)
 	if lease == nil {
 		return code
 	}
 	sigs := make(chan os.Signal, 8)
 	stop := c.notify(sigs)
 	defer stop()
-	h.lease, h.env, h.sigs = lease, leaseEnv(c.environ(), lease), sigs
+	h.lease, h.env, h.sigs = lease, leaseEnv(c.environ(), lease, permitEnv(lease)...), sigs
 	if ctx.Err() != nil { // interrupted between acquire and now
 		h.release(ctx)
 		return c.fail("run", exitNotAcquired, errors.New("interrupted before COMMAND started"))
@@ -149,6 +169,19 @@ func leaseEnv(environ []string, lease *fencelock.Lease, extra ...string) []strin
 		"FENCELOCK_FENCE="+lease.Fence().String(),
 	)
 	return append(env, extra...)
+}
+
+// permitEnv returns the variables that a permit's lease adds to
+// COMMAND's environment, none for a lock's: its slot, and the slot's fence
+// name, which is not the semaphore's name.
+func permitEnv(lease *fencelock.Lease) []string {
+	if lease.Slot() < 0 {
+		return nil
+	}
+	return []string{
+		"FENCELOCK_SLOT=" + strconv.Itoa(lease.Slot()),
+		"FENCELOCK_LOCK=" + lease.Fence().Lock,
+	}
 }
 
 // connectExit is the exit status after connect failed: 125, or code if

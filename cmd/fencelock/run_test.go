@@ -267,13 +267,13 @@ func TestHelp(t *testing.T) {
 		cmd          string
 		want, unwant []string
 	}{
-		{"run", []string{"-n, --no-wait", "--wait", "--grace", "--timeout", "--ttl", "75", "124", "126", "127", "flock"}, []string{"doctor found", "--json"}},
+		{"run", []string{"-n, --no-wait", "--wait", "--grace", "--timeout", "--ttl", "--permits n", "FENCELOCK_SLOT", "FENCELOCK_LOCK", "75", "124", "126", "127", "flock"}, []string{"doctor found", "--json"}},
 		{"acquire", []string{"-n, --no-wait", "--wait", "--ttl", "--export", "75", "(exit N)", "--secret-file", "set -x", "-E, --conflict-exit-code"}, []string{"124", "126", "--grace"}},
 		{"renew", []string{"--ttl", "124", "FENCELOCK_LEASE_TTL"}, []string{"75 ", "126", "--wait"}},
 		{"release", []string{"124", "--timeout"}, []string{"--ttl", "75 ", "126", "--wait"}},
-		{"status", []string{"--json", "125"}, []string{"--ttl", "124", "75 "}},
+		{"status", []string{"--json", "--permits n", "125"}, []string{"--ttl", "124", "75 "}},
 		{"doctor", []string{"--json", "--ttl", "  1 ", "--acl-user", "--min-replicas", "ACL DRYRUN", "--cacert"}, []string{"124", "75 "}},
-		{"elect", []string{"-n, --no-wait", "--value", "--loop", "--loop-delay", "--wait", "--grace", "--foreground", "FENCELOCK_TERM", "124", "126", "127", "--tls", "--cacert", "--cert", "--key", "--sni", "--insecure"}, []string{"--json", "doctor found"}},
+		{"elect", []string{"-n, --no-wait", "--value", "--loop", "--loop-delay", "--wait", "--grace", "--foreground", "FENCELOCK_TERM", "124", "126", "127", "--tls", "--cacert", "--cert", "--key", "--sni", "--insecure"}, []string{"--json", "doctor found", "--permits"}},
 		{"leader", []string{"--watch", "--json", "  1    nobody leads", "125"}, []string{"--ttl", "124", "75 ", "--grace"}},
 		{"demo", []string{"--ttl"}, []string{"124", "--timeout"}},
 		{"version", nil, []string{"124", "--redis"}},

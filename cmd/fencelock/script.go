@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -452,31 +453,84 @@ func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 const statusAbout = `Show who holds the lock NAME: the holder's public lease ID, the lock's
 remaining TTL, and the holder's token (the last issued for NAME). It
-never shows the holder's secret.`
+never shows the holder's secret.
 
-const statusExits = `  0    success, whether or not the lock is held
+With --permits N, show the semaphore NAME's permits instead: each slot, 0
+to N-1, held or free, with its fence name, and for a held one its
+holder's lease ID, remaining TTL and token, as for a lock. Slots at or
+above N (held by runs given a larger N) are not read.`
+
+const statusExits = `  0    success, whether or not the lock (or a permit) is held
   2    usage error: bad flags, arguments or environment
   125  fencelock itself failed (Redis unreachable, unexpected reply), or
        was interrupted
 `
 
-// lockStatus is what status prints.
+// lockStatus is what status prints of a lock.
 type lockStatus struct {
-	Name  string `json:"name"`
+	Name string `json:"name"`
+	heldStatus
+}
+
+// semaphoreStatus is what status --permits prints: every slot below
+// Permits, slot 0 first.
+type semaphoreStatus struct {
+	Name    string         `json:"name"`
+	Permits int            `json:"permits"`
+	Free    int            `json:"free"`
+	Slots   []permitStatus `json:"slots"`
+}
+
+// permitStatus is one slot of a semaphore; Fence is its fence name.
+type permitStatus struct {
+	Slot  int    `json:"slot"`
+	Fence string `json:"fence"`
+	heldStatus
+}
+
+// heldStatus is who holds a lock or a slot, if anyone does.
+type heldStatus struct {
 	Held  bool   `json:"held"`
 	Lease string `json:"lease,omitempty"`
-	TTLms int64  `json:"ttl_ms,omitempty"` // -1: the lock has no expiry
+	TTLms int64  `json:"ttl_ms,omitempty"` // -1: the key has no expiry
 	Token int64  `json:"token,omitempty"`  // the holder's; 0 if its counter is gone
+}
+
+func newHeldStatus(h fencelock.Holder) heldStatus {
+	st := heldStatus{Held: true, Lease: h.LeaseID, Token: h.Token, TTLms: h.TTL.Milliseconds()}
+	if h.TTL < 0 {
+		st.TTLms = -1
+	}
+	return st
+}
+
+// text returns the status's fields as status prints them: "-" for what
+// a free lock or slot lacks.
+func (st heldStatus) text(noTTL string) (held, lease, ttl, token string) {
+	if !st.Held {
+		return "no", "-", "-", "-"
+	}
+	ttl = (time.Duration(st.TTLms) * time.Millisecond).String()
+	if st.TTLms < 0 {
+		ttl = noTTL
+	}
+	token = "unknown (its counter is gone)"
+	if st.Token > 0 {
+		token = strconv.FormatInt(st.Token, 10)
+	}
+	return "yes", st.Lease, ttl, token
 }
 
 func (c *cli) status(ctx context.Context, args []string) int {
 	var (
-		cn     conn
-		asJSON bool
+		cn      conn
+		asJSON  bool
+		permits int
 	)
 	cmd := c.command("status", "[flags] NAME", statusAbout, statusExits)
 	cn.addConn(cmd)
 	cmd.fs.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.addPermits(&permits, "show the `n` permits of the semaphore NAME instead of the lock NAME")
 	name, rdb, code := c.dialName(ctx, cmd, &cn, args)
 	if rdb == nil {
 		return code
@@ -484,15 +538,14 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	defer rdb.Close()
 	rctx, cancel := cn.request(ctx)
 	defer cancel()
+	if permits > 0 {
+		return c.semaphoreStatus(rctx, cn.locks(rdb, false).Semaphore(name, permits), asJSON)
+	}
 	st := lockStatus{Name: name}
 	h, err := cn.locks(rdb, false).Holder(rctx, name)
 	switch {
 	case err == nil:
-		st.Held, st.Lease, st.Token = true, h.LeaseID, h.Token
-		st.TTLms = h.TTL.Milliseconds()
-		if h.TTL < 0 {
-			st.TTLms = -1
-		}
+		st.heldStatus = newHeldStatus(h)
 	case !errors.Is(err, fencelock.ErrNotHeld):
 		return c.fail("status", exitInternal, err)
 	}
@@ -501,19 +554,37 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.stdout, "%s\n", b)
 		return exitOK
 	}
-	held, lease, ttl, token := "no", "-", "-", "-"
-	if st.Held {
-		held, lease = "yes", st.Lease
-		ttl = (time.Duration(st.TTLms) * time.Millisecond).String()
-		if st.TTLms < 0 {
-			ttl = "none (the lock never expires: it was not set by fencelock)"
-		}
-		token = "unknown (its counter is gone)"
-		if st.Token > 0 {
-			token = strconv.FormatInt(st.Token, 10)
-		}
-	}
+	held, lease, ttl, token := st.text("none (the lock never expires: it was not set by fencelock)")
 	fmt.Fprintf(c.stdout, "lock   %s\nheld   %s\nlease  %s\nttl    %s\ntoken  %s\n", st.Name, held, lease, ttl, token)
+	return exitOK
+}
+
+// semaphoreStatus prints the slots of sem, one line each.
+func (c *cli) semaphoreStatus(ctx context.Context, sem *fencelock.Semaphore, asJSON bool) int {
+	hs, err := sem.Holders(ctx)
+	if err != nil {
+		return c.fail("status", exitInternal, err)
+	}
+	st := semaphoreStatus{Name: sem.Name(), Permits: sem.Permits(), Free: sem.Permits() - len(hs), Slots: make([]permitStatus, sem.Permits())}
+	for i := range st.Slots {
+		st.Slots[i] = permitStatus{Slot: i, Fence: fencelock.SlotName(sem.Name(), i)}
+	}
+	for _, h := range hs {
+		st.Slots[h.Slot].heldStatus = newHeldStatus(h.Holder)
+	}
+	if asJSON {
+		b, _ := json.Marshal(st)
+		fmt.Fprintf(c.stdout, "%s\n", b)
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "semaphore  %s\npermits    %d, %d free\n", st.Name, st.Permits, st.Free)
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "slot\theld\tlease\tttl\ttoken\tfence")
+	for _, p := range st.Slots {
+		held, lease, ttl, token := p.text("none")
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", p.Slot, held, lease, ttl, token, p.Fence)
+	}
+	tw.Flush()
 	return exitOK
 }
 
