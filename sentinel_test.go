@@ -20,8 +20,9 @@ var topologyOptions = fencelock.Options{TTL: 3 * time.Second, RetryInterval: 100
 // A real Sentinel failover, with the master's last writes lost for
 // certain: the client follows the new master, a lease whose lock was lost
 // is reported lost, tokens issued afterwards exceed every earlier one
-// (those lost with the master included), and with MinReplicas an
-// acquisition that could not replicate fails closed.
+// (those lost with the master included), for a lock and for a semaphore's
+// slot, and with MinReplicas an acquisition that could not replicate
+// fails closed.
 func TestSentinel_failover(t *testing.T) {
 	t.Parallel()
 	g := redistest.NewSentinelGroup(t)
@@ -63,6 +64,24 @@ func TestSentinel_failover(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire(lost) error = %v, want nil", err)
 	}
+	// A semaphore's slot 0, issued on the master only, and a permit held.
+	sem := c.Semaphore("s", 2)
+	var maxLostPermit int64
+	for range 3 {
+		p, err := sem.TryAcquire(ctx)
+		if err != nil || p.Slot() != 0 {
+			t.Fatalf("permit before the failover = %v, %v; want slot 0", p, err)
+		}
+		maxLostPermit = max(maxLostPermit, p.Token())
+		if err := p.Release(ctx); err != nil {
+			t.Fatalf("permit Release error = %v", err)
+		}
+	}
+	lostPermit, err := sem.TryAcquire(ctx)
+	if err != nil || lostPermit.Slot() != 0 {
+		t.Fatalf("held permit before the failover = %v, %v; want slot 0", lostPermit, err)
+	}
+	maxLostPermit = max(maxLostPermit, lostPermit.Token())
 	// MinReplicas: no replica acknowledges, so the acquisition fails
 	// closed and leaves no lock.
 	_, err = cw.TryAcquire(ctx, "unreplicated")
@@ -78,8 +97,8 @@ func TestSentinel_failover(t *testing.T) {
 		if v, err := r.Get(ctx, "fencelock:{x}:token").Int64(); err != nil || v != replicated {
 			t.Fatalf("replica %s has counter %d, %v; want %d, the last token replicated before the cut", s.Addr(), v, err, replicated)
 		}
-		if n, _ := r.Exists(ctx, "fencelock:{lost}").Result(); n != 0 {
-			t.Fatalf("replica %s has the lock that must be lost", s.Addr())
+		if n, _ := r.Exists(ctx, "fencelock:{lost}", "fencelock:{s}:permit:0").Result(); n != 0 {
+			t.Fatalf("replica %s has the lock or the permit that must be lost", s.Addr())
 		}
 	}
 
@@ -115,6 +134,27 @@ func TestSentinel_failover(t *testing.T) {
 	}
 	if err := lost.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
 		t.Errorf("Release of the lost lease: error = %v, want ErrLeaseLost", err)
+	}
+	// The permit lost with the master: its slot is issued anew with a
+	// greater token, and the lost permit is reported lost, so slot 0 never
+	// has two valid holders.
+	p, err := sem.Acquire(acqCtx)
+	if err != nil || p.Slot() != 0 {
+		t.Fatalf("permit after the failover = %v, %v; want slot 0 (lost with the master)", p, err)
+	}
+	if p.Token() <= maxLostPermit {
+		t.Errorf("slot 0's token after the failover = %d, want > %d (issued before, lost with the master)", p.Token(), maxLostPermit)
+	}
+	select {
+	case <-lostPermit.Context().Done():
+		if cause := context.Cause(lostPermit.Context()); !errors.Is(cause, fencelock.ErrLeaseLost) {
+			t.Errorf("lost permit's cause = %v, want ErrLeaseLost", cause)
+		}
+	case <-time.After(2 * topologyOptions.TTL):
+		t.Errorf("permit whose slot was lost still not lost %v after the failover", 2*topologyOptions.TTL)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Errorf("permit Release after the failover: %v", err)
 	}
 	// The replicated lease survives and renews on the new master.
 	if err := kept.Renew(ctx); err != nil {
