@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,7 @@ const semaphorePermits = 2
 // staleWritePermit is TestSemaphore's negative control: a stale permit
 // holder's write taken, as staleWrite, and with it more than N leases in
 // use at the resource at once.
-var staleWritePermit = append(staleWrite[:len(staleWrite):len(staleWrite)], chaos.InvPermits)
+var staleWritePermit = slices.Concat(staleWrite, []string{chaos.InvPermits})
 
 // The faults of TestSemaphore, taken in turn.
 const (
