@@ -71,6 +71,9 @@ func TestSemaphore(t *testing.T) {
 			lr.requireEveryKind(t)
 			line := fmt.Sprintf("semaphore: faults by kind: %s %d, %s %d, %s %d", permitFaultNames[0], faults[0], permitFaultNames[1], faults[1], permitFaultNames[2], faults[2])
 			t.Log(line)
+			if *runsFlag > 0 {
+				fmt.Println(line)
+			}
 			if *seedFlag != 0 || t.Failed() {
 				return
 			}
