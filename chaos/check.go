@@ -2,10 +2,13 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/fencelock/fencelock/fence"
 )
 
 // The invariants every run checks.
@@ -28,12 +31,36 @@ const (
 	InvLostUpdate = "lost-update"
 	// The lock issues increasing tokens: of two acquisitions one of which
 	// returned before the other was called, the later has the greater
-	// token; no token is issued twice.
+	// token; no token is issued twice. Per fence name: a semaphore's
+	// slots issue their tokens each on its own.
 	InvIssuedOrder = "issued-order"
+	// A semaphore's runs (History.Permits > 0): never more than Permits
+	// leases in use at the resource at once. Lease L is surely in use on a
+	// resource family (Counter, Note: each slot's record of it, see
+	// SlotResource) from the return of its first accepted operation there
+	// to the call of its last: its first decision came before that return,
+	// its last after that call. No instant may lie strictly within the
+	// spans of more than Permits leases of one family. Fencing guarantees
+	// it: two leases of one slot write one record, where a newer token
+	// shuts the older out, so their spans cannot overlap, and there are
+	// Permits slots.
+	InvPermits = "permits"
 )
 
 // Invariants lists the invariants in the order reports print them.
-var Invariants = []string{InvLinearizable, InvResourceLinearizable, InvTokenOrder, InvTwoLeases, InvStaleReported, InvLostUpdate, InvIssuedOrder}
+var Invariants = []string{InvLinearizable, InvResourceLinearizable, InvTokenOrder, InvTwoLeases, InvStaleReported, InvLostUpdate, InvIssuedOrder, InvPermits}
+
+// SlotResource is the name of resource's record for the fence name lock
+// (a semaphore's slot, SlotName): each slot writes a record of its own, as
+// package fence wants one fence name per record.
+func SlotResource(resource, lock string) string { return resource + "@" + lock }
+
+// family returns the resource a record is of: Counter for Counter and
+// for every slot's counter.
+func family(resource string) string {
+	f, _, _ := strings.Cut(resource, "@")
+	return f
+}
 
 // Report is the verdict on one run.
 type Report struct {
@@ -98,6 +125,12 @@ func Check(h History, timeout time.Duration) *Report {
 	}
 	r.lostUpdates(h)
 	r.issuedOrder(h.Leases)
+	if h.Permits > 0 {
+		r.permits(h.Ops, h.Permits)
+		if h.Resource != nil {
+			r.permits(h.Resource, h.Permits)
+		}
+	}
 	return r
 }
 
@@ -116,17 +149,23 @@ func (r *Report) linearizable(inv string, ops []Op, timeout time.Duration) {
 
 func (r *Report) tokenOrder(ops []Op) {
 	byResource := map[string][]Op{}
-	leaseOf := map[int64]string{}
+	// Tokens are issued per fence name: two slots of a semaphore may
+	// issue the same one.
+	type issued struct {
+		lock  string
+		token int64
+	}
+	leaseOf := map[issued]string{}
 	for _, op := range ops {
 		if op.Output.Result != ResultOK {
 			continue
 		}
 		byResource[op.Input.Resource] = append(byResource[op.Input.Resource], op)
 		f := op.Input.Fence
-		if l, ok := leaseOf[f.Token]; ok && l != f.Lease {
+		if l, ok := leaseOf[issued{f.Lock, f.Token}]; ok && l != f.Lease {
 			r.fail(InvTwoLeases, "token %d accepted for leases %s and %s", f.Token, l, f.Lease)
 		}
-		leaseOf[f.Token] = f.Lease
+		leaseOf[issued{f.Lock, f.Token}] = f.Lease
 	}
 	for res, acc := range byResource {
 		slices.SortFunc(acc, func(a, b Op) int { return cmpInt(a.Return, b.Return) })
@@ -178,22 +217,41 @@ func (r *Report) staleReported(h History) {
 // lostUpdates checks the application invariant: each increment of the
 // counter writes the count it read plus one, so with fencing the writes
 // that took effect (accepted, or seen by a later read) carry 1, 2, 3, …
-// and the final count is their number.
+// and the final count is their number. A semaphore's slots each have a
+// counter of their own (SlotResource), checked each on its own.
 func (r *Report) lostUpdates(h History) {
+	counters := map[string]bool{}
+	for _, op := range h.Ops {
+		if family(op.Input.Resource) == Counter {
+			counters[op.Input.Resource] = true
+		}
+	}
+	for res := range h.Final {
+		if family(res) == Counter {
+			counters[res] = true
+		}
+	}
+	for _, res := range slices.Sorted(maps.Keys(counters)) {
+		r.lostUpdatesOf(h, res)
+	}
+}
+
+// lostUpdatesOf checks the counter res.
+func (r *Report) lostUpdatesOf(h History, res string) {
 	observed := map[string]bool{}
 	for _, op := range h.Ops {
-		if op.Input.Resource == Counter && op.Input.Op == OpGet && op.Output.Result == ResultOK && op.Output.Present {
+		if op.Input.Resource == res && op.Input.Op == OpGet && op.Output.Result == ResultOK && op.Output.Present {
 			observed[op.Output.Value] = true
 		}
 	}
-	final, haveFinal := h.Final[Counter]
+	final, haveFinal := h.Final[res]
 	if haveFinal && final.Present {
 		observed[final.Value] = true
 	}
 	counts := map[int64]string{}
 	effective := 0
 	for _, op := range h.Ops {
-		if op.Input.Resource != Counter || op.Input.Op != OpPut {
+		if op.Input.Resource != res || op.Input.Op != OpPut {
 			continue
 		}
 		if op.Output.Result != ResultOK && !observed[op.Input.Value] {
@@ -202,7 +260,7 @@ func (r *Report) lostUpdates(h History) {
 		effective++
 		n, _ := ParseCount([]byte(op.Input.Value))
 		if other, dup := counts[n]; dup {
-			r.fail(InvLostUpdate, "writes %s and %s both took effect with count %d: one increment was lost", other, op.Input.Value, n)
+			r.fail(InvLostUpdate, "%s: writes %s and %s both took effect with count %d: one increment was lost", res, other, op.Input.Value, n)
 		}
 		counts[n] = op.Input.Value
 	}
@@ -214,11 +272,23 @@ func (r *Report) lostUpdates(h History) {
 		n = 0
 	}
 	if n != int64(effective) {
-		r.fail(InvLostUpdate, "final count %d, want %d (the increments that took effect)", n, effective)
+		r.fail(InvLostUpdate, "%s: final count %d, want %d (the increments that took effect)", res, n, effective)
 	}
 }
 
+// issuedOrder checks the acquisitions of each fence name (a lock's, or
+// each slot's of a semaphore) on their own.
 func (r *Report) issuedOrder(leases []Acquisition) {
+	byLock := map[string][]Acquisition{}
+	for _, a := range leases {
+		byLock[a.Lock] = append(byLock[a.Lock], a)
+	}
+	for _, lock := range slices.Sorted(maps.Keys(byLock)) {
+		r.issuedOrderOf(byLock[lock])
+	}
+}
+
+func (r *Report) issuedOrderOf(leases []Acquisition) {
 	byToken := map[int64]Acquisition{}
 	for _, a := range leases {
 		if b, dup := byToken[a.Token]; dup && b.Lease != a.Lease {
@@ -240,6 +310,79 @@ func (r *Report) issuedOrder(leases []Acquisition) {
 		}
 		if best.Token != 0 && b.Token <= best.Token {
 			r.fail(InvIssuedOrder, "client %d acquired token %d after client %d had acquired token %d", b.Client, b.Token, best.Client, best.Token)
+		}
+	}
+}
+
+// permits checks InvPermits on ops: per resource family, the span in
+// which each lease was surely in use at the resource (from the return of
+// its first accepted operation to the call of its last; empty unless
+// the first returned before the last was called), and no instant strictly
+// within more than n of them.
+func (r *Report) permits(ops []Op, n int) {
+	type key struct{ family, lease string }
+	type span struct {
+		from, to int64
+		f        fence.Fence
+		client   int
+	}
+	spans := map[key]*span{}
+	var order []key
+	for _, op := range ops {
+		if op.Output.Result != ResultOK {
+			continue
+		}
+		k := key{family(op.Input.Resource), op.Input.Fence.Lease}
+		s, ok := spans[k]
+		if !ok {
+			s = &span{from: op.Return, to: op.Call, f: op.Input.Fence, client: op.Client}
+			spans[k] = s
+			order = append(order, k)
+			continue
+		}
+		s.from, s.to = min(s.from, op.Return), max(s.to, op.Call)
+	}
+	// Sweep each family's spans in time order; at equal times an end
+	// comes before a start, as spans are open.
+	type edge struct {
+		at    int64
+		start bool
+		s     *span
+	}
+	byFamily := map[string][]edge{}
+	for _, k := range order {
+		if s := spans[k]; s.from < s.to {
+			byFamily[k.family] = append(byFamily[k.family], edge{s.from, true, s}, edge{s.to, false, s})
+		}
+	}
+	for _, fam := range slices.Sorted(maps.Keys(byFamily)) {
+		edges := byFamily[fam]
+		slices.SortStableFunc(edges, func(a, b edge) int {
+			if c := cmpInt(a.at, b.at); c != 0 {
+				return c
+			}
+			switch {
+			case a.start == b.start:
+				return 0
+			case a.start:
+				return 1
+			}
+			return -1
+		})
+		var open []*span
+		for _, e := range edges {
+			if !e.start {
+				open = slices.DeleteFunc(open, func(s *span) bool { return s == e.s })
+				continue
+			}
+			open = append(open, e.s)
+			if len(open) > n {
+				var who []string
+				for _, s := range open {
+					who = append(who, fmt.Sprintf("client %d %s token %d lease %s", s.client, s.f.Lock, s.f.Token, short(s.f.Lease)))
+				}
+				r.fail(InvPermits, "%s: %d leases in use at once, want at most %d: %s", fam, len(open), n, strings.Join(who, "; "))
+			}
 		}
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/fence"
 )
 
 // clean is a run in which fencing did its job: holder 0 reads and writes
@@ -215,6 +218,116 @@ func TestControl(t *testing.T) {
 		}
 		if got := ctl.Failures(); len(got) != c.fail {
 			t.Errorf("%s: Failures() = %q, want %d line(s)", c.name, got, c.fail)
+		}
+	}
+}
+
+// semaphore is a run of a semaphore of 2 permits in which fencing did
+// its job: lease a (slot 0) and lease b (slot 1) hold at once, both with
+// token 1 (each slot issues its own), a stalls, c takes slot 0 with token
+// 2, and a's late write is rejected. In use (from the return of the first
+// accepted operation to the call of the last): a 3–10, b 5–40, c 21–34.
+func semaphore() History {
+	slot := func(i int, token int64, lease string) fence.Fence {
+		return fence.Fence{Lock: "S{permit " + strconv.Itoa(i) + "}", Token: token, Lease: lease}
+	}
+	fa, fb, fc := slot(0, 1, "a"), slot(1, 1, "b"), slot(0, 2, "c")
+	c0, c1 := SlotResource(Counter, fa.Lock), SlotResource(Counter, fb.Lock)
+	op := func(id int64, client int, in Input, out Output, call int64) Op {
+		return Op{ID: id, Client: client, Input: in, Output: out, Call: call, Return: call + 1}
+	}
+	ops := []Op{
+		op(1, 0, Input{Resource: c0, Op: OpGet, Fence: fa}, Output{Result: ResultOK}, 2),
+		op(2, 1, Input{Resource: c1, Op: OpGet, Fence: fb}, Output{Result: ResultOK}, 4),
+		op(3, 0, Input{Resource: c0, Op: OpPut, Fence: fa, Value: "1/0.2"}, Output{Result: ResultOK}, 10),
+		op(4, 2, Input{Resource: c0, Op: OpGet, Fence: fc}, Output{Result: ResultOK, Value: "1/0.2", Present: true}, 20),
+		op(5, 0, Input{Resource: c0, Op: OpPut, Fence: fa, Value: "2/0.3"}, Output{Result: ResultStale}, 30),
+		op(6, 2, Input{Resource: c0, Op: OpPut, Fence: fc, Value: "2/2.2"}, Output{Result: ResultOK}, 34),
+		op(7, 1, Input{Resource: c1, Op: OpPut, Fence: fb, Value: "1/1.2"}, Output{Result: ResultOK}, 40),
+	}
+	return History{
+		Ops:      ops,
+		Resource: slices.Clone(ops),
+		Leases: []Acquisition{
+			{Client: 0, Lock: fa.Lock, Token: 1, Lease: "a", Call: 0, Return: 1},
+			{Client: 1, Lock: fb.Lock, Token: 1, Lease: "b", Call: 1, Return: 2},
+			{Client: 2, Lock: fc.Lock, Token: 2, Lease: "c", Call: 18, Return: 19},
+		},
+		Final: map[string]Final{
+			c0: {Value: "2/2.2", Present: true, Fence: fc},
+			c1: {Value: "1/1.2", Present: true, Fence: fb},
+		},
+		Permits: 2,
+	}
+}
+
+func TestCheck_semaphore(t *testing.T) {
+	r := Check(semaphore(), 5*time.Second)
+	if r.Violated() || len(r.TimedOut) > 0 {
+		t.Fatalf("Check(semaphore) violations = %v %q, timed out %v; want none", r.Violations, r.Details, r.TimedOut)
+	}
+}
+
+// TestCheck_permits: InvPermits fails when more than Permits leases are
+// in use at once, and only then.
+func TestCheck_permits(t *testing.T) {
+	third := fence.Fence{Lock: "S{permit 2}", Token: 1, Lease: "d"}
+	c2 := SlotResource(Counter, third.Lock)
+	// d reads at 6–7 and writes at 8–9: in use 7–8, with a and b.
+	overlapping := []Op{
+		{ID: 8, Client: 3, Input: Input{Resource: c2, Op: OpGet, Fence: third}, Output: Output{Result: ResultOK}, Call: 6, Return: 7},
+		{ID: 9, Client: 3, Input: Input{Resource: c2, Op: OpPut, Fence: third, Value: "1/3.2"}, Output: Output{Result: ResultOK}, Call: 8, Return: 9},
+	}
+	cases := []struct {
+		name   string
+		mutate func(h *History)
+		want   bool
+		// only, if set and want, says the history breaks nothing else.
+		only bool
+	}{
+		{"a third slot's lease in use with a and b", func(h *History) {
+			h.Ops = append(h.Ops, overlapping...)
+			h.Resource = append(h.Resource, overlapping...)
+			h.Leases = append(h.Leases, Acquisition{Client: 3, Lock: third.Lock, Token: 1, Lease: "d", Call: 5, Return: 6})
+			h.Final[c2] = Final{Value: "1/3.2", Present: true, Fence: third}
+		}, true, true},
+		{"the same, checked against 3 permits", func(h *History) {
+			h.Ops = append(h.Ops, overlapping...)
+			h.Resource = append(h.Resource, overlapping...)
+			h.Leases = append(h.Leases, Acquisition{Client: 3, Lock: third.Lock, Token: 1, Lease: "d", Call: 5, Return: 6})
+			h.Final[c2] = Final{Value: "1/3.2", Present: true, Fence: third}
+			h.Permits = 3
+		}, false, false},
+		{"the stale holder's late write accepted: a, b and c in use at 21–30", func(h *History) {
+			h.Ops[4].Output.Result = ResultOK
+			h.Resource[4].Output.Result = ResultOK
+		}, true, false},
+		{"a's last call at c's first return: spans only touch", func(h *History) {
+			// a's span ends at 21, c's starts at 21: two in use at once.
+			for _, ops := range [][]Op{h.Ops, h.Resource} {
+				ops[2].Call, ops[2].Return = 21, 22
+			}
+		}, false, false},
+		{"a lease with one accepted operation is in use at no instant", func(h *History) {
+			h.Ops = append(h.Ops, overlapping[1])
+			h.Resource = append(h.Resource, overlapping[1])
+			h.Final[c2] = Final{Value: "1/3.2", Present: true, Fence: third}
+		}, false, false},
+	}
+	for _, c := range cases {
+		h := semaphore()
+		c.mutate(&h)
+		r := Check(h, 5*time.Second)
+		if len(r.TimedOut) > 0 {
+			t.Errorf("%s: porcupine timed out on %v", c.name, r.TimedOut)
+			continue
+		}
+		if got := r.Violations[InvPermits] > 0; got != c.want {
+			t.Errorf("%s: %s violated = %t (violations %v %q), want %t", c.name, InvPermits, got, r.Violations, r.Details, c.want)
+			continue
+		}
+		if c.only && len(r.Violations) != 1 {
+			t.Errorf("%s: violations = %v %q, want only %s", c.name, r.Violations, r.Details, InvPermits)
 		}
 	}
 }

@@ -111,6 +111,9 @@ type world struct {
 	// landed, if set, returns the resource's journal where the resource
 	// keeps it itself (a Redis), given the holders' ops.
 	landed func(r *run, ops []chaos.Op) ([]chaos.Op, error)
+	// permits, if not 0, makes the run's lock name a semaphore of that
+	// many permits, which the holders take instead of the lock.
+	permits int
 }
 
 // run is one randomized run.
@@ -413,8 +416,9 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		}
 		h.Resource = ops
 	}
+	h.Permits = w.permits
 	h.Final = map[string]chaos.Final{}
-	for _, res := range []string{chaos.Counter, chaos.Note} {
+	for _, res := range records(h) {
 		v, f, err := r.j.Load(context.Background(), res)
 		if err != nil {
 			t.Errorf("Load(%q) error = %v", res, err)
@@ -427,6 +431,16 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		keep(t, r, h, rep)
 	}
 	return rep, r
+}
+
+// records returns the resources whose final state a run checks: Counter
+// and Note, and every record the holders used (a semaphore's slots').
+func records(h chaos.History) []string {
+	seen := map[string]bool{chaos.Counter: true, chaos.Note: true}
+	for _, op := range h.Ops {
+		seen[op.Input.Resource] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // keep writes a violating run's history (JSON) and porcupine's
@@ -468,6 +482,7 @@ func goroutineHolders(r *run, stop <-chan struct{}) {
 			TTL:       ttl,
 			OpTimeout: opTimeout,
 			AfterRead: r.afterRead,
+			Permits:   r.w.permits,
 		}
 		wg.Go(func() { h.Run(ctx) })
 	}

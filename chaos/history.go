@@ -30,7 +30,10 @@ type Op struct {
 
 // Acquisition is one lease a holder acquired.
 type Acquisition struct {
-	Client int    `json:"client"`
+	Client int `json:"client"`
+	// Lock is the lease's fence name (Fence().Lock): a lock's name, or a
+	// semaphore's slot (SlotName). Tokens increase per fence name.
+	Lock   string `json:"lock,omitempty"`
 	Token  int64  `json:"token"`
 	Lease  string `json:"lease"`
 	Call   int64  `json:"call"`
@@ -44,6 +47,9 @@ type History struct {
 	Leases   []Acquisition `json:"leases"`
 	// Final is each resource's value and fence after the run.
 	Final map[string]Final `json:"final"`
+	// Permits, if not 0, says that the holders took permits of a
+	// semaphore with that many, not a lock: InvPermits is checked.
+	Permits int `json:"permits,omitempty"`
 }
 
 // Final is a resource's state after a run.

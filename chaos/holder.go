@@ -44,8 +44,13 @@ type Holder struct {
 	// make. If it returns a channel, the holder stalls after computing
 	// until the channel is closed.
 	AfterRead func(client int, f fence.Fence, compute time.Duration) <-chan struct{}
+	// Permits, if not 0, makes Name a semaphore of that many permits: a
+	// cycle takes one permit, and its operations go to the records of the
+	// permit's slot (SlotResource of the fence name).
+	Permits int
 
 	seq int64
+	sem *fencelock.Semaphore
 }
 
 // Run runs cycles until ctx ends.
@@ -65,18 +70,38 @@ func (h *Holder) Run(ctx context.Context) {
 func (h *Holder) cycle(ctx context.Context) bool {
 	actx, cancel := context.WithTimeout(ctx, 20*h.TTL)
 	call := now()
-	l, err := h.Lock.Acquire(actx, h.Name)
+	l, err := h.acquire(actx)
 	ret := now()
 	cancel()
 	if err != nil {
 		return false
 	}
-	h.Rec.Lease(Acquisition{Client: h.ID, Token: l.Token(), Lease: l.ID(), Call: call, Return: ret})
+	h.Rec.Lease(Acquisition{Client: h.ID, Lock: l.Fence().Lock, Token: l.Token(), Lease: l.ID(), Call: call, Return: ret})
 	opctx := h.Hold(ctx, l.Fence())
 	rctx, cancel := context.WithTimeout(opctx, h.OpTimeout)
 	l.Release(rctx) // a lost lease is expected here; the resource decides
 	cancel()
 	return true
+}
+
+// acquire takes the lock, or a permit.
+func (h *Holder) acquire(ctx context.Context) (*fencelock.Lease, error) {
+	if h.Permits == 0 {
+		return h.Lock.Acquire(ctx, h.Name)
+	}
+	if h.sem == nil {
+		h.sem = h.Lock.Semaphore(h.Name, h.Permits)
+	}
+	return h.sem.Acquire(ctx)
+}
+
+// record returns the name of resource's record that f's operations go
+// to: resource itself under a lock, the slot's record under a permit.
+func (h *Holder) record(resource string, f fence.Fence) string {
+	if h.Permits == 0 {
+		return resource
+	}
+	return SlotResource(resource, f.Lock)
 }
 
 // Hold is what a cycle does under a lease whose fence is f, after the
@@ -90,7 +115,8 @@ func (h *Holder) Hold(ctx context.Context, f fence.Fence) context.Context {
 	// last cycle's results are known.
 	opctx := context.WithoutCancel(ctx)
 
-	v, got := h.op(opctx, Input{Resource: Counter, Op: OpGet, Fence: f})
+	counter, note := h.record(Counter, f), h.record(Note, f)
+	v, got := h.op(opctx, Input{Resource: counter, Op: OpGet, Fence: f})
 	if got.Result == ResultOK {
 		compute := h.compute()
 		var stall <-chan struct{}
@@ -102,15 +128,15 @@ func (h *Holder) Hold(ctx context.Context, f fence.Fence) context.Context {
 			<-stall
 		}
 		count, _ := ParseCount(v)
-		h.op(opctx, Input{Resource: Counter, Op: OpPut, Fence: f, Value: h.value(count + 1)})
+		h.op(opctx, Input{Resource: counter, Op: OpPut, Fence: f, Value: h.value(count + 1)})
 	}
 	switch h.Rand.IntN(6) {
 	case 0:
-		h.op(opctx, Input{Resource: Note, Op: OpPut, Fence: f, Value: h.value(0)})
+		h.op(opctx, Input{Resource: note, Op: OpPut, Fence: f, Value: h.value(0)})
 	case 1:
-		h.op(opctx, Input{Resource: Note, Op: OpDelete, Fence: f})
+		h.op(opctx, Input{Resource: note, Op: OpDelete, Fence: f})
 	case 2:
-		h.op(opctx, Input{Resource: Note, Op: OpGet, Fence: f})
+		h.op(opctx, Input{Resource: note, Op: OpGet, Fence: f})
 	}
 	return opctx
 }

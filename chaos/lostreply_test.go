@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -147,7 +148,7 @@ func (lr *lostReplies) reset(seed uint64) {
 // dropTaken decides whether an acquisition that took the lock outside a
 // targeted window loses its reply.
 func (lr *lostReplies) dropTaken(cmd redis.Cmder) bool {
-	if n, ok := cmd.(*redis.IntCmd); !ok || n.Val() <= 0 || lockCommand(cmd) != "acquire" {
+	if _, ok := taken(cmd); !ok || lockCommand(cmd) != "acquire" {
 		return false
 	}
 	lr.mu.Lock()
@@ -291,11 +292,18 @@ func (lr *lostReplies) drop(cmd redis.Cmder, kind string) {
 		lr.dropped, lr.pending = map[string]int{}, map[string]pendingAcquire{}
 	}
 	if kind == "acquire" {
-		if n, ok := cmd.(*redis.IntCmd); ok && n.Val() > 0 {
+		if slot, ok := taken(cmd); ok {
 			kind = "acquire-taken"
-			// EVALSHA sha numkeys KEYS... ARGV...: ARGV[1] is the owner.
+			// EVALSHA sha numkeys KEYS... ARGV...: a lock's owner is its
+			// ARGV[1]; a permit's (lua/semaphore.lua) is its ARGV[3], and
+			// its lock key that of the slot it took.
 			args := cmd.Args()
-			lr.pending[argString(args[3+acquireKeys])] = pendingAcquire{key: argString(args[3]), lost: time.Now()}
+			owner, key := args[3+acquireKeys], args[3]
+			if slot >= 0 {
+				keys, _ := strconv.Atoi(argString(args[2]))
+				owner, key = args[3+keys+2], args[3+acquireKeys*slot]
+			}
+			lr.pending[argString(owner)] = pendingAcquire{key: argString(key), lost: time.Now()}
 		}
 	}
 	lr.dropped[kind]++
@@ -332,7 +340,9 @@ const acquireKeys, acquireArgs = 3, 5
 // lockCommand classifies a holder's lock command: "acquire", "renew" or
 // "release", or "" for anything else (a wake-up subscription, COMMAND
 // INFO). Scripts are told apart by their shape (lua/acquire.lua: 3 keys, 5
-// arguments; lua/renew.lua: 3 keys, 4; lua/release.lua: 2 keys), natives by name.
+// arguments; lua/renew.lua: 3 keys, 4; lua/release.lua: 2 keys; a
+// semaphore's of N permits, lua/semaphore.lua: 3N keys, 2 + 5 arguments,
+// lua/semaphore_release.lua: 2N keys, 3 arguments), natives by name.
 func lockCommand(cmd redis.Cmder) string {
 	args := cmd.Args()
 	switch strings.ToLower(cmd.Name()) {
@@ -340,13 +350,21 @@ func lockCommand(cmd redis.Cmder) string {
 		if len(args) < 3 {
 			return ""
 		}
-		switch keys := argString(args[2]); {
-		case keys == "3" && len(args) == 3+acquireKeys+acquireArgs:
+		keys, err := strconv.Atoi(argString(args[2]))
+		if err != nil {
+			return ""
+		}
+		switch {
+		case keys == acquireKeys && len(args) == 3+acquireKeys+acquireArgs:
 			return "acquire"
-		case keys == "3" && len(args) == 10:
+		case keys == 3 && len(args) == 10:
 			return "renew"
-		case keys == "2":
+		case keys == 2:
 			return "release"
+		case keys%acquireKeys == 0 && len(args) == 3+keys+2+acquireArgs:
+			return "acquire" // a permit's
+		case keys%2 == 0 && len(args) == 3+keys+3:
+			return "release" // whatever permit an owner holds
 		}
 	case "set":
 		for _, a := range args {
@@ -358,6 +376,25 @@ func lockCommand(cmd redis.Cmder) string {
 		return "release"
 	}
 	return ""
+}
+
+// taken reports whether an acquisition's reply says it took the lock or
+// a permit, and the permit's slot (-1 for a lock).
+func taken(cmd redis.Cmder) (slot int, ok bool) {
+	switch c := cmd.(type) {
+	case *redis.IntCmd:
+		return -1, c.Val() > 0
+	case *redis.Cmd:
+		// lua/semaphore.lua's {slot, reply}.
+		r, _ := c.Val().([]any)
+		if len(r) != 2 {
+			return 0, false
+		}
+		i, ok1 := r[0].(int64)
+		token, ok2 := r[1].(int64)
+		return int(i), ok1 && ok2 && i >= 0 && token > 0
+	}
+	return 0, false
 }
 
 // argString returns a command argument as text: the library passes some
