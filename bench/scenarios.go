@@ -150,7 +150,7 @@ func runContended(ctx context.Context, l locker, rtt *redis.Client, name string,
 				for h == nil {
 					var err error
 					h, err = l.acquire(ctx, name)
-					if ctx.Err() != nil {
+					if ctx.Err() != nil || ended(ctx, err) {
 						if h != nil {
 							release(h)
 						}
@@ -215,6 +215,15 @@ func runContended(ctx context.Context, l locker, rtt *redis.Client, name string,
 		res.handoff.merge(&handoffs[g])
 	}
 	return res
+}
+
+// ended reports whether err is ctx's deadline, passed, as the library saw
+// it first: a context it derived with the same deadline (fencelock's
+// batches do) can fire a moment before ctx's own timer, while ctx.Err()
+// is still nil.
+func ended(ctx context.Context, err error) bool {
+	d, ok := ctx.Deadline()
+	return ok && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(d)
 }
 
 func release(h held) error {
