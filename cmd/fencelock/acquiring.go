@@ -281,14 +281,15 @@ func heldMessage(ctx context.Context, cn *conn, locks *fencelock.Client, name, a
 // for "not acquired", and when the first of them ends unless renewed, as
 // far as Redis tells.
 func permitsHeldMessage(ctx context.Context, cn *conn, sem *fencelock.Semaphore, after string) string {
+	every := fmt.Sprintf("every permit of semaphore %q (%d)", sem.Name(), sem.Permits())
 	rctx, cancel := cn.request(ctx)
 	defer cancel()
 	hs, err := sem.Holders(rctx)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s", sem.Name(), sem.Permits(), after)
+		return every + " is held by other leases" + after
 	case len(hs) < sem.Permits():
-		return fmt.Sprintf("every permit of semaphore %q (%d) was held by other leases%s (%d free now)", sem.Name(), sem.Permits(), after, sem.Permits()-len(hs))
+		return fmt.Sprintf("%s was held by other leases%s (%d free now)", every, after, sem.Permits()-len(hs))
 	}
 	first := time.Duration(-1)
 	for _, h := range hs {
@@ -297,7 +298,7 @@ func permitsHeldMessage(ctx context.Context, cn *conn, sem *fencelock.Semaphore,
 		}
 	}
 	if first < 0 {
-		return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s, with no TTL (their keys were not set by fencelock)", sem.Name(), sem.Permits(), after)
+		return every + " is held by other leases" + after + ", with no TTL (their keys were not set by fencelock)"
 	}
-	return fmt.Sprintf("every permit of semaphore %q (%d) is held by other leases%s (the first ends in %v unless renewed)", sem.Name(), sem.Permits(), after, first)
+	return fmt.Sprintf("%s is held by other leases%s (the first ends in %v unless renewed)", every, after, first)
 }

@@ -58,7 +58,7 @@ const exitCodesHelp = `Exit status (each command's -h lists its own):
        release: also when nobody holds the lock any more)
   1    doctor found a critical problem; leader: nobody leads
   2    usage error: bad flags, arguments or environment
-  75   not acquired: another lease holds the lock, or other leases
+  75   not acquired: another lease holds the lock, or other leases hold
        every permit of run --permits (with --no-wait, or after --wait;
        -E, --conflict-exit-code, changes this status), or
        fencelock was interrupted before COMMAND started; elect: another
