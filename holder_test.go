@@ -136,11 +136,7 @@ func TestHolder_foreignKeys(t *testing.T) {
 // nothing listens, whose dial error would show otherwise.
 func TestHolder_invalidName(t *testing.T) {
 	t.Parallel()
-	port, err := redistest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redistest.RefusedAddr(t), MaxRetries: -1})
 	defer rdb.Close()
 	c := fencelock.New(rdb, nil)
 	for _, name := range []string{"", strings.Repeat("x", fencelock.MaxNameLen+1), "a{b", "new\nline"} {

@@ -173,17 +173,6 @@ func (c *lossConn) Read(b []byte) (int, error) {
 	return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 }
 
-// refusedAddr returns a loopback address nothing listens on.
-func refusedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // retryCase is how go-redis's retry of a command that ran fails.
 type retryCase struct {
 	name string
@@ -194,7 +183,7 @@ type retryCase struct {
 
 var retryCases = []retryCase{
 	{"refused", func(t *testing.T, _ *redistest.Server) (string, func(*retriedLoss)) {
-		return refusedAddr(t), func(*retriedLoss) {}
+		return redistest.RefusedAddr(t), func(*retriedLoss) {}
 	}},
 	{"READONLY", func(t *testing.T, m *redistest.Server) (string, func(*retriedLoss)) {
 		r := redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
@@ -348,7 +337,7 @@ func TestQuorum_lostReplyRetried(t *testing.T) {
 	for i := range 3 {
 		s := redistest.New(t)
 		servers = append(servers, s)
-		h := &retriedLoss{marker: []byte("{q-retried}"), retryAddr: refusedAddr(t), state: lossHealed}
+		h := &retriedLoss{marker: []byte("{q-retried}"), retryAddr: redistest.RefusedAddr(t), state: lossHealed}
 		if i < 2 {
 			h.state = lossArmed
 			hooks = append(hooks, h)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +11,10 @@ import (
 	"github.com/fencelock/fencelock/internal/redistest"
 )
 
-// closedURL returns a redis:// URL on which nothing listens.
+// closedURL returns a redis:// URL whose connections are refused.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	port, err := redistest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "redis://127.0.0.1:" + strconv.Itoa(port)
+	return "redis://" + redistest.RefusedAddr(t)
 }
 
 // blackhole listens on a random port and accepts connections, but never
@@ -297,11 +292,7 @@ func TestRun_interruptedWhileConnecting(t *testing.T) {
 func TestConnect_timeout(t *testing.T) {
 	t.Parallel()
 	hole, _ := blackhole(t)
-	port, err := redistest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "127.0.0.1:" + strconv.Itoa(port)
+	closed := redistest.RefusedAddr(t)
 	for _, url := range []string{
 		"redis+sentinel://" + hole + "/mymaster",
 		"redis+sentinel://" + closed + "/mymaster",
