@@ -47,7 +47,7 @@ func TestHolderCrash(t *testing.T) {
 	if os.Getenv(holderEnv) != "" {
 		t.Skip("inside a holder process")
 	}
-	runScenario(t, scenario{name: "holder-crash", adapter: "http", shortRuns: 3, control: staleWrite, setup: func(t *testing.T) *world {
+	runScenario(t, scenario{name: "holder-crash", adapter: "http", shortRuns: 3, control: staleOrder, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		admin := srv.Client(t)
 		hr := newHTTPResource(t, false)
