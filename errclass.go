@@ -46,6 +46,9 @@ var replyClasses = []struct {
 // classOf returns the class of a Redis error reply, and whether a Cluster
 // client should reload its slot map after it; errOther for anything else.
 func classOf(err error) (errClass, bool) {
+	if err == nil {
+		return errOther, false // and no allocation: HasErrorPrefix makes one
+	}
 	for _, c := range replyClasses {
 		if redis.HasErrorPrefix(err, c.prefix) {
 			return c.class, c.reload
@@ -59,4 +62,10 @@ func classOf(err error) (errClass, bool) {
 func nativeRefused(err error) bool {
 	c, _ := classOf(err)
 	return c == errNativeRefused
+}
+
+// wrongType reports whether err is a WRONGTYPE reply: a key that holds
+// another type.
+func wrongType(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "WRONGTYPE")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -78,7 +79,10 @@ func runsScript(cmd redis.Cmder, file string) bool {
 	if len(args) < 2 {
 		return false
 	}
-	src := scriptSources()[file]
+	src, ok := scriptSources()[file]
+	if !ok {
+		panic("runsScript: no script " + file) // a typo would match nothing
+	}
 	switch cmd.Name() {
 	case "evalsha":
 		return args[1] == fmt.Sprintf("%x", sha1.Sum([]byte(src)))
@@ -92,7 +96,11 @@ func runsScript(cmd redis.Cmder, file string) bool {
 // sends by their hashes.
 var scriptSources = sync.OnceValue(func() map[string]string {
 	m := map[string]string{}
-	for _, f := range []string{"lua/acquire.lua", "lua/renew.lua", "lua/release.lua", "lua/quorum_writeback.lua"} {
+	files, err := filepath.Glob("lua/*.lua")
+	if err != nil || len(files) == 0 {
+		panic(fmt.Sprintf("no scripts in lua/: %v", err))
+	}
+	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			panic(err)

@@ -302,3 +302,36 @@ func TestLockDelay_permit(t *testing.T) {
 		t.Fatalf("TryAcquire after a Release: %v, want the slot at once", err)
 	}
 }
+
+// A lease released by a Client without its LockDelay (Attach) deletes its
+// lock but not its delay key, on every server alike: the Lua release of
+// such a Client reads no delay key, as the native one never did. The delay
+// then runs out LockDelay after the lock would have expired
+// (FAILURE_MODEL.md, "mixed Options").
+func TestLockDelay_releasedWithout(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.New(t).Client(t)
+	ctx := t.Context()
+	with := fencelock.New(rdb, &fencelock.Options{LockDelay: time.Minute, RenewInterval: -1})
+	l, err := with.TryAcquire(ctx, "mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := fencelock.New(rdb, &fencelock.Options{RenewInterval: -1})
+	attached, err := without.Attach("mixed", l.Secret(), l.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := attached.Release(ctx); err != nil {
+		t.Fatalf("Release by a Client without LockDelay: %v", err)
+	}
+	if n := rdb.Exists(ctx, "fencelock:{mixed}").Val(); n != 0 {
+		t.Fatal("lock left after Release, want it deleted")
+	}
+	if got := rdb.PTTL(ctx, "fencelock:{mixed}:delay").Val(); got < 50*time.Second {
+		t.Errorf("delay key PTTL %v after the Release, want the minute's delay still standing", got)
+	}
+	if _, err := without.TryAcquire(ctx, "mixed"); !errors.Is(err, fencelock.ErrNotAcquired) {
+		t.Errorf("TryAcquire during the delay: error = %v, want ErrNotAcquired", err)
+	}
+}

@@ -91,3 +91,26 @@ func TestClassOf(t *testing.T) {
 		}
 	}
 }
+
+// A request that succeeded is classed on every call (the native release
+// asks whether its commands were refused or unexplained), and
+// redis.HasErrorPrefix allocates even for a nil error: a success must
+// cost no allocation.
+func TestClassOf_successAllocatesNothing(t *testing.T) {
+	for name, f := range map[string]func(){
+		"classOf":       func() { classOf(nil) },
+		"nativeRefused": func() { nativeRefused(nil) },
+		"unexplained":   func() { unexplained(nil) },
+		"wrongType":     func() { wrongType(nil) },
+	} {
+		if got := testing.AllocsPerRun(100, f); got != 0 {
+			t.Errorf("%s(nil): %v allocations, want 0", name, got)
+		}
+	}
+	if got, want := classOf(nil); got != errOther || want {
+		t.Errorf("classOf(nil) = %v, %v; want errOther, no reload", got, want)
+	}
+	if unexplained(nil) || wrongType(nil) || nativeRefused(nil) {
+		t.Error("a nil error is refused, unexplained or a wrong type, want none")
+	}
+}

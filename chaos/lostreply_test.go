@@ -340,8 +340,8 @@ const acquireKeys, acquireArgs = 3, 5
 // lockCommand classifies a holder's lock command: "acquire", "renew" or
 // "release", or "" for anything else (a wake-up subscription, COMMAND
 // INFO). Scripts are told apart by their shape (lua/acquire.lua: 3 keys, 5
-// arguments; lua/renew.lua: 3 keys, 4; lua/release.lua: 2 keys; a
-// semaphore's of N permits, lua/semaphore.lua: 3N keys, 2 + 5 arguments,
+// arguments; lua/renew.lua: 3 keys, 4; lua/release.lua: 2 keys, or 1 and
+// 3 arguments; a semaphore's of N permits, lua/semaphore.lua: 3N keys, 2 + 5 arguments,
 // lua/semaphore_release.lua: 2N keys, 3 arguments), natives by name.
 func lockCommand(cmd redis.Cmder) string {
 	args := cmd.Args()
@@ -359,8 +359,8 @@ func lockCommand(cmd redis.Cmder) string {
 			return "acquire"
 		case keys == 3 && len(args) == 10:
 			return "renew"
-		case keys == 2:
-			return "release"
+		case keys == 2, keys == 1 && len(args) == 3+1+3:
+			return "release" // with its lock-delay key or without
 		case keys%acquireKeys == 0 && len(args) == 3+keys+2+acquireArgs:
 			return "acquire" // a permit's
 		case keys%2 == 0 && len(args) == 3+keys+3:

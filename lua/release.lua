@@ -1,5 +1,6 @@
 -- release.lua: owner-checked compare-and-delete, then wake the waiters.
--- KEYS[1] lock key, KEYS[2] lock-delay key, optional (same hash tag)
+-- KEYS[1] lock key, KEYS[2] lock-delay key (same hash tag), optional:
+--   sent by a Client with LockDelay, whose leases write one
 -- ARGV[1] owner value, ARGV[2] channel that waiters subscribe to (same
 --   hash tag as KEYS[1]), ARGV[3] 'SPUBLISH' to publish on the key's shard
 --   (Cluster with sharded pub/sub), else 'PUBLISH' or absent
