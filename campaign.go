@@ -106,7 +106,10 @@ func (q *quorum) elect(ctx context.Context, b *leadership, r *lockRef) (int64, t
 	}
 	// The round's requests may outlive this call: they get copies.
 	value, since := b.value, b.since
-	t := q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, _ int, n *node) nodeReply {
+	t := q.round(ctx, b.cfg.ttl-b.cfg.drift-time.Since(since), func(ctx context.Context, i int, n *node) nodeReply {
+		if err := afterAcquire(ctx, q, i, r); err != nil {
+			return nodeReply{err: err}
+		}
 		ok, err := b.announce(ctx, n, name, owner, "elected", token, 0, value, since)
 		return nodeReply{ok: ok, err: err}
 	}, nil)
@@ -188,10 +191,8 @@ func (b *leadership) resignAll(ctx context.Context, r *lockRef) {
 func (b *leadership) resignNode(r *lockRef) func(ctx context.Context, i int, n *node) (bool, error) {
 	name, owner := r.name, r.owner
 	return func(ctx context.Context, i int, n *node) (bool, error) {
-		select {
-		case <-b.el.acquired(i, r):
-		case <-ctx.Done():
-			return false, context.Cause(ctx)
+		if err := afterAcquire(ctx, b.el, i, r); err != nil {
+			return false, err
 		}
 		return b.resign(ctx, n, name, owner)
 	}

@@ -235,7 +235,8 @@ func (e *Election) Resign(ctx context.Context) error {
 //
 // On a quorum Client, a leader is one whose record a majority of nodes
 // hold with its lock, and its value the latest that a majority of those
-// records have (a Proclaim that reached a minority only does not count);
+// nodes accepted, as their records and histories say (a Proclaim that
+// reached a minority only does not count);
 // the nodes are read at once, and Leader returns as soon as the answers
 // decide both. The highest term among the nodes that answer
 // is not enough: a node left over with a leader that resigned or lost its

@@ -288,17 +288,26 @@ func TestElection_minorityProclaim(t *testing.T) {
 	for _, n := range nodes[1:] {
 		n.AddHook(refuse)
 	}
-	// Proclaim returns once two refusals decide it, maybe before node 0
-	// answers: the premise waits for that answer.
-	answered := &answeredAnnounce{done: make(chan struct{}, 1)}
+	// Campaign and Proclaim return once a majority decides, maybe before
+	// node 0 answers: the premises wait for its answers.
+	elected := newAnsweredScript("lua/announce.lua", "elected")
+	answered := newAnsweredScript("lua/announce.lua", "proclaimed")
+	nodes[0].AddHook(elected)
 	nodes[0].AddHook(answered)
 	e := fencelock.NewQuorum(nodes, &opts).Election("m")
 	reader := fencelock.NewQuorum(quorumClients(t, servers), &opts)
 	node0 := fencelock.New(quorumClients(t, servers)[0], &opts).Election("m")
+	elected.on.Store(true)
 	l, err := e.Campaign(ctx, "old")
 	if err != nil {
 		t.Fatalf("Campaign error = %v", err)
 	}
+	select {
+	case <-elected.done:
+	case <-ctx.Done():
+		t.Fatalf("node 0 never answered the Campaign's record request: %v", ctx.Err())
+	}
+	elected.on.Store(false)
 	w := observe(t, ctx, reader.Election("m"))
 
 	refuse.on.Store(true)
@@ -329,9 +338,16 @@ func TestElection_minorityProclaim(t *testing.T) {
 	}
 
 	// Campaign with the old value is not a no-op: every node gets it.
+	answered.on.Store(true)
 	if l2, err := e.Campaign(ctx, "old"); err != nil || l2 != l {
 		t.Fatalf("Campaign(old) while leading = %v, %v; want the same lease", l2, err)
 	}
+	select {
+	case <-answered.done:
+	case <-ctx.Done():
+		t.Fatalf("node 0 never answered Campaign(old): %v", ctx.Err())
+	}
+	answered.on.Store(false)
 	if got, err := node0.Leader(ctx); err != nil || got.Value != "old" {
 		t.Errorf("node 0's record after Campaign(old) = %+v, %v; want old", got, err)
 	}
@@ -352,15 +368,82 @@ func TestElection_minorityProclaim(t *testing.T) {
 	}
 }
 
-// answeredAnnounce signals done each time, while on, a Proclaim's request
-// got its reply.
-type answeredAnnounce struct {
-	on   atomic.Bool
-	done chan struct{}
+// A quorum campaign returns once a majority has its record; a node whose
+// acquire request is slow gets the record too, after its lock: a record
+// request sent at once, on another connection, would reach the node first
+// and be refused, leaving the node with the lock and no record, so one
+// more node down would leave no majority that knows the leader.
+func TestElection_quorumRecordFollowsSlowAcquire(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	// Loaded, so that the held request is the one EVALSHA that runs.
+	if err := nodes[0].ScriptLoad(ctx, scriptSources()["lua/acquire.lua"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients := quorumClients(t, servers)
+	hold := &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
+	answered := newAnsweredScript("lua/announce.lua", "elected")
+	answered.on.Store(true)
+	clients[0].AddHook(hold)
+	clients[0].AddHook(answered)
+	opened := false
+	defer func() {
+		if !opened {
+			close(hold.gate)
+		}
+	}()
+	opts := fencelock.Options{TTL: 10 * time.Second, NodeTimeout: 5 * time.Second}
+	l, err := fencelock.NewQuorum(clients, &opts).Election("slow").Campaign(ctx, "v")
+	if err != nil {
+		t.Fatalf("Campaign with node 0's acquire request held error = %v", err)
+	}
+	select {
+	case <-hold.held:
+	case <-ctx.Done():
+		t.Fatal("the acquire request to node 0 was not held")
+	}
+	// Held until node 0 answers a record request, or for a second: one
+	// sent at once would be answered first.
+	select {
+	case <-answered.done:
+		t.Fatalf("node 0 answered a record request while its acquire request was held")
+	case <-time.After(time.Second):
+	}
+	close(hold.gate)
+	opened = true
+	for what, c := range map[string]chan struct{}{"its acquire request ran": hold.ran, "its record request was answered": answered.done} {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			t.Fatalf("node 0: %s never: %v", what, ctx.Err())
+		}
+	}
+	got, err := fencelock.New(nodes[0], &opts).Election("slow").Leader(ctx)
+	if err != nil || got.Value != "v" || got.Term != l.Token() {
+		t.Errorf("node 0's record after its slow acquisition = %+v, %v; want v, term %d", got, err, l.Token())
+	}
 }
 
-func (h *answeredAnnounce) see(cmd redis.Cmder) {
-	if h.on.Load() && slices.Contains(cmd.Args(), any("proclaimed")) {
+// answeredScript signals done each time, while on, a request of the
+// script file (with arg among its arguments, if not empty) got its reply:
+// not NOSCRIPT, after which the script is sent again.
+type answeredScript struct {
+	file, arg string
+	on        atomic.Bool
+	done      chan struct{}
+}
+
+func newAnsweredScript(file, arg string) *answeredScript {
+	return &answeredScript{file: file, arg: arg, done: make(chan struct{}, 1)}
+}
+
+// see takes the request's error as its hook returns it: go-redis sets
+// cmd.Err() only after the hooks have returned.
+func (h *answeredScript) see(cmd redis.Cmder, err error) {
+	if h.on.Load() && runsScript(cmd, h.file) && (h.arg == "" || slices.Contains(cmd.Args(), any(h.arg))) &&
+		!errors.Is(err, redis.ErrNoScript) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
 		select {
 		case h.done <- struct{}{}:
 		default: // one signal is enough
@@ -368,21 +451,21 @@ func (h *answeredAnnounce) see(cmd redis.Cmder) {
 	}
 }
 
-func (h *answeredAnnounce) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *answeredScript) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *answeredAnnounce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *answeredScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		h.see(cmd)
+		h.see(cmd, err)
 		return err
 	}
 }
 
-func (h *answeredAnnounce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *answeredScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			h.see(cmd)
+			h.see(cmd, cmd.Err())
 		}
 		return err
 	}

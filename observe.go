@@ -249,12 +249,32 @@ func (o *observer) newer(term, seq int64) bool {
 
 // nodeView is what one node says of an election (lua/leader.lua).
 type nodeView struct {
-	err     error
-	leader  Leader // Term 0 if the node knows no leader
-	seq     int64
+	err    error
+	leader Leader // Term 0 if the node knows no leader
+	seq    int64
+	// seqs are the seqs of the leader's changes (its term and lease) in
+	// the node's history, newest first: the values it accepted. Read on
+	// a quorum only.
+	seqs    []int64
 	pttl    time.Duration
 	last    string
 	entries []change
+}
+
+// accepted reports whether the node accepted the leader's change seq: it
+// is the record's, or in the history. A history that does not reach
+// back to the election (trimmed, or lost with the record in a restart)
+// says nothing of the seqs before its oldest: those are taken as
+// accepted, as a record's seq says its predecessors were sent.
+func (v nodeView) accepted(seq int64) bool {
+	if seq == v.seq || slices.Contains(v.seqs, seq) {
+		return true
+	}
+	oldest := v.seq
+	if len(v.seqs) > 0 {
+		oldest = min(oldest, slices.Min(v.seqs))
+	}
+	return seq < oldest && !slices.Contains(v.seqs, 0)
 }
 
 // errPending marks the views of nodes that had not answered when a
@@ -327,8 +347,12 @@ func (q *quorum) gather(ctx context.Context, timeout time.Duration, read func(ct
 // readNode runs lua/leader.lua on n.
 func (e *Election) readNode(ctx context.Context, n *node, after string) nodeView {
 	cfg := &e.c.cfg
-	reply, err := leaderRun.eval(ctx, n.rdb, append(leaderRun.args("3", 5),
-		cfg.lockKey(e.name), cfg.leaderKey(e.name), cfg.historyKey(e.name), after, historyBatch))
+	seqs := "0" // one node's record is what it accepted last
+	if len(e.c.el.members()) > 1 {
+		seqs = "1"
+	}
+	reply, err := leaderRun.eval(ctx, n.rdb, append(leaderRun.args("3", 6),
+		cfg.lockKey(e.name), cfg.leaderKey(e.name), cfg.historyKey(e.name), after, historyBatch, seqs))
 	if err != nil {
 		return nodeView{err: n.follow(ctx, err)}
 	}
@@ -343,17 +367,26 @@ func (e *Election) readNode(ctx context.Context, n *node, after string) nodeView
 func parseLeader(reply any) (nodeView, error) {
 	bad := fmt.Errorf("fencelock: malformed leader reply %v", reply)
 	r, ok := reply.([]any)
-	if !ok || len(r) != 9 {
+	if !ok || len(r) != 10 {
 		return nodeView{}, bad
 	}
 	state, ok1 := r[0].(int64)
 	pttl, ok2 := r[1].(int64)
 	last, ok3 := r[7].(string)
 	entries, ok4 := r[8].([]any)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
+	seqs, ok5 := r[9].([]any)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return nodeView{}, bad
 	}
 	v := nodeView{pttl: time.Duration(pttl) * time.Millisecond, last: last}
+	for _, s := range seqs {
+		str, ok := s.(string)
+		seq, err := strconv.ParseInt(str, 10, 64)
+		if !ok || err != nil || seq < 0 {
+			return nodeView{}, bad
+		}
+		v.seqs = append(v.seqs, seq)
+	}
 	if state == 1 {
 		var f [5]string
 		for i := range f {
@@ -430,14 +463,17 @@ type verdict struct {
 }
 
 // decide returns the leader a majority of views agree on (by term and
-// lease), with the latest value a majority of them holds; nobody if no
-// leader can have a majority; undecided while views in error leave
+// lease), with the latest value a majority of them accepted; nobody if
+// no leader can have a majority; undecided while views in error leave
 // either open. A value a Proclaim wrote to a minority only (it failed
-// with ErrNoQuorum) is not the leader's: the value of seq s counts when
-// a majority of records are at s or later, which is the majority-th
-// greatest seq among the leader's records. A node not heard from may
-// hold any seq: while counting it as the latest and as none gives two
-// answers, it decides.
+// with ErrNoQuorum) is not the leader's, even once a later Proclaim has
+// reached some of the majority's nodes: what a node accepted is its
+// record and its history (nodeView.accepted), not every seq below its
+// record's. A node not heard from may have accepted any seq: while
+// counting it as having accepted a later one gives another answer, it
+// decides nothing. Nor does a value that a majority accepted and no
+// node's record holds any more (each of its nodes since took a
+// minority's Proclaim): the leader's next Proclaim or Campaign decides.
 func decide(views []nodeView) verdict {
 	type who struct {
 		term  int64
@@ -465,31 +501,45 @@ func decide(views []nodeView) verdict {
 	case undecided:
 		return verdict{}
 	}
-	var out verdict
-	var seqs []int64
+	var leaders []nodeView
+	var seqs []int64 // every seq some node of the leader's accepted
 	for _, v := range views {
-		if v.err != nil || (who{v.leader.Term, v.leader.LeaseID}) != winner {
-			continue
+		if v.err == nil && (who{v.leader.Term, v.leader.LeaseID}) == winner {
+			leaders = append(leaders, v)
+			seqs = append(append(seqs, v.seq), v.seqs...)
 		}
-		if len(seqs) == 0 || v.pttl < out.pttl {
-			out.pttl = v.pttl
-		}
-		seqs = append(seqs, v.seq)
 	}
 	slices.Sort(seqs)
-	slices.Reverse(seqs)
+	seqs = slices.Compact(seqs)
 	m, e := majority(len(views)), len(t.errs)
-	if e > 0 && (m-1 < e || seqs[m-1-e] != seqs[m-1]) {
-		return verdict{}
-	}
-	out.seq = seqs[m-1]
-	for _, v := range views {
-		if v.err == nil && (who{v.leader.Term, v.leader.LeaseID}) == winner && v.seq == out.seq {
-			out.leader = v.leader
+	for _, seq := range slices.Backward(seqs) {
+		n := 0
+		for _, v := range leaders {
+			if v.accepted(seq) {
+				n++
+			}
 		}
+		if n < m {
+			if n+e >= m {
+				return verdict{} // the nodes not heard from may have it
+			}
+			continue
+		}
+		out := verdict{decided: true, seq: seq}
+		for i, v := range leaders {
+			if v.seq == seq {
+				out.leader = v.leader
+			}
+			if i == 0 || v.pttl < out.pttl {
+				out.pttl = v.pttl
+			}
+		}
+		if out.leader.Term == 0 {
+			return verdict{} // no record holds it any more
+		}
+		return out
 	}
-	out.decided = true
-	return out
+	return verdict{}
 }
 
 // undecided returns the error of views that decided nothing: the node's

@@ -71,8 +71,11 @@ func TestObserver_quorum(t *testing.T) {
 func TestDecide(t *testing.T) {
 	a1 := nodeView{leader: Leader{Value: "a", Term: 3, LeaseID: "La"}, pttl: 900 * time.Millisecond}
 	a2 := nodeView{leader: Leader{Value: "a2", Term: 3, LeaseID: "La"}, seq: 1, pttl: 500 * time.Millisecond}
+	a3 := nodeView{leader: Leader{Value: "a3", Term: 3, LeaseID: "La"}, seq: 2, pttl: 500 * time.Millisecond}
+	a4 := nodeView{leader: Leader{Value: "a4", Term: 3, LeaseID: "La"}, seq: 3, pttl: 500 * time.Millisecond}
 	b := nodeView{leader: Leader{Value: "b", Term: 4, LeaseID: "Lb"}}
 	down := nodeView{err: errPending}
+	hist := func(v nodeView, seqs ...int64) nodeView { v.seqs = seqs; return v }
 	for _, tc := range []struct {
 		name    string
 		views   []nodeView
@@ -92,6 +95,21 @@ func TestDecide(t *testing.T) {
 		{"minority value, one down", []nodeView{a1, a1, a2, down, {}}, true, "a", 500 * time.Millisecond},
 		{"value open of five", []nodeView{a1, a2, a2, down, {}}, false, "", 0},
 		{"majority value of five", []nodeView{a1, a2, a2, a2, down}, true, "a2", 500 * time.Millisecond},
+		// A Proclaim (a2) reached node 0 only, and the next one (a3) is
+		// on its way: node 1 has it, node 2 not yet. Node 0 is the
+		// majority-th greatest record, but its value is a minority's;
+		// the histories tell which seqs each node accepted.
+		{"minority value, overtaken", []nodeView{hist(a2, 0, 1), hist(a3, 0, 2), hist(a1, 0)}, true, "a", 500 * time.Millisecond},
+		{"minority value, overtaken, one down", []nodeView{hist(a2, 0, 1), hist(a3, 0, 2), down}, false, "", 0},
+		// a2 reached nodes 0 and 1; a3 only node 1.
+		{"majority value, overtaken", []nodeView{hist(a2, 0, 1), hist(a3, 0, 1, 2), hist(a1, 0)}, true, "a2", 500 * time.Millisecond},
+		// a2 reached nodes 0 and 1, which have both moved on to values
+		// of their own: no record holds a2 any more.
+		{"majority value, no record", []nodeView{hist(a3, 0, 1, 2), hist(a4, 0, 1, 3), hist(a1, 0)}, false, "", 0},
+		// A history that does not reach back to the election (trimmed,
+		// or lost in a restart) says nothing of the seqs before it: the
+		// node is taken to have accepted them, as without histories.
+		{"history trimmed", []nodeView{hist(a3, 2), hist(a2, 1), hist(a1, 0)}, true, "a2", 500 * time.Millisecond},
 		{"split", []nodeView{a1, b, {}}, true, "", 0},
 		{"open", []nodeView{a1, down, {}}, false, "", 0},
 		{"none", []nodeView{{}, {}, down}, true, "", 0},

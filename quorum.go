@@ -102,6 +102,21 @@ func (q *quorum) acquired(i int, r *lockRef) <-chan struct{} {
 
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// afterAcquire waits until r's acquire request to member i of el has
+// ended, or ctx has. Every later request of the attempt to that node
+// waits for it: sent on another connection, it could overtake the
+// acquire request and find no lock there, so that a release or a
+// resignation leaves the lock behind, and a write-back or the leader's
+// record is refused.
+func afterAcquire(ctx context.Context, el electorate, i int, r *lockRef) error {
+	select {
+	case <-el.acquired(i, r):
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
 // majority is how many of n nodes make a majority.
 func majority(n int) int { return n/2 + 1 }
 
@@ -272,11 +287,16 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 	// client's clock; nodes whose clocks agree with it, and whose counters
 	// are behind, do, and then need no write-back.
 	r.proposal = time.Now().Add(proposalLead).UnixMicro()
-	issued := make([]int64, len(q.nodes))
+	issued := make([]int64, len(q.nodes)) // by the replies tallied
+	// answered[i] is node i's token, 0 for none, written before done[i]
+	// is closed: a node whose reply came after the round was decided may
+	// have issued the lease's token too, and then needs no write-back.
+	answered := make([]int64, len(q.nodes))
 	var top int64
 	var held time.Duration
 	t := q.round(ctx, validity, func(ctx context.Context, i int, n *node) nodeReply {
 		token, held, err := n.acquire(ctx, r)
+		answered[i] = token
 		close(done[i])
 		if left.Add(-1) == 0 {
 			q.mu.Lock()
@@ -314,7 +334,7 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 		// bare majority survives more of them losing their data.
 		for i, n := range q.nodes {
 			if issued[i] != token {
-				go q.writeBack(ctx, n, r, token)
+				go q.writeBack(ctx, i, n, r, token, answered)
 			}
 		}
 		return q.inTime(ctx, r, start, token)
@@ -322,6 +342,12 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 	wb := q.round(ctx, validity-time.Since(start), func(ctx context.Context, i int, n *node) nodeReply {
 		if issued[i] == token {
 			return nodeReply{ok: true}
+		}
+		if err := afterAcquire(ctx, q, i, r); err != nil {
+			return nodeReply{err: err}
+		}
+		if answered[i] == token {
+			return nodeReply{ok: true} // issued it, too late to be tallied
 		}
 		v, err := writebackRun.run(ctx, n.rdb, q.writebackArgs(r, token))
 		return nodeReply{ok: v == 1, err: err}
@@ -339,12 +365,16 @@ func (q *quorum) acquire(ctx context.Context, r *lockRef) (int64, time.Duration,
 	return q.inTime(ctx, r, start, token)
 }
 
-// writeBack raises node n's counter to token, best effort, in the
-// background of the acquisition, for up to a TTL.
-func (q *quorum) writeBack(ctx context.Context, n *node, r *lockRef, token int64) {
+// writeBack raises node i's counter to token, best effort, in the
+// background of the acquisition, for up to a TTL, unless node i's acquire
+// reply (answered[i], read once it has ended) was that token: the node
+// issued it, and stores it already.
+func (q *quorum) writeBack(ctx context.Context, i int, n *node, r *lockRef, token int64, answered []int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.ttl)
 	defer cancel()
-	writebackRun.run(ctx, n.rdb, q.writebackArgs(r, token))
+	if afterAcquire(ctx, q, i, r) == nil && answered[i] != token {
+		writebackRun.run(ctx, n.rdb, q.writebackArgs(r, token))
+	}
 }
 
 // writebackArgs returns the write-back of token for r's attempt: a node
@@ -399,10 +429,8 @@ func (q *quorum) renew(ctx context.Context, r *lockRef) (bool, error) {
 // after the acquisition's request to that node has ended.
 func (q *quorum) releaseNode(r *lockRef) func(ctx context.Context, i int, n *node) nodeReply {
 	return func(ctx context.Context, i int, n *node) nodeReply {
-		select {
-		case <-q.acquired(i, r):
-		case <-ctx.Done():
-			return nodeReply{err: context.Cause(ctx)}
+		if err := afterAcquire(ctx, q, i, r); err != nil {
+			return nodeReply{err: err}
 		}
 		ok, err := n.release(ctx, r)
 		return nodeReply{ok: ok, err: err}

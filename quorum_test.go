@@ -652,17 +652,19 @@ func TestQuorum_proposal(t *testing.T) {
 		}
 		return at >= 2
 	})
+	first := l.Token()
 	if vs := counters("proposed"); vs[0] == vs[1] && vs[1] == vs[2] {
-		// None, but to a node whose reply came after a majority had
-		// decided: it gets the token in the background, unasked whether
-		// it issued it already.
-		if n := countWritebacks.n.Load(); n > 1 {
-			t.Errorf("write-backs sent = %d, want at most 1: every node issued the proposal", n)
-		}
+		// None, not even to a node whose reply came after a majority had
+		// decided: its reply says it issued the token. Such a node's
+		// write-back would go in the background: counted at the end.
+		defer func() {
+			if n := countWritebacks.count(first); n != 0 {
+				t.Errorf("write-backs of the first token sent = %d, want none: every node issued the proposal", n)
+			}
+		}()
 	} else {
 		t.Logf("counters %v: not every node issued the proposal, the fast path was not taken", vs)
 	}
-	countWritebacks.n.Store(0)
 	if lead := l.Token() - before; lead < 0 || lead > (250*time.Millisecond).Microseconds() {
 		t.Errorf("token = clock + %dµs, want at most 250ms ahead of the clock", lead)
 	}
@@ -694,21 +696,38 @@ func TestQuorum_proposal(t *testing.T) {
 		}
 		return at >= 2
 	})
-	if n := countWritebacks.n.Load(); n < 1 || n > 2 {
+	if n := countWritebacks.count(l.Token()); n < 1 || n > 2 {
 		t.Errorf("write-backs sent = %d, want 1 or 2: to the nodes that issued less", n)
 	}
 }
 
 // writebackCounter is a go-redis hook that counts the quorum write-back
-// scripts sent.
-type writebackCounter struct{ n atomic.Int32 }
+// scripts sent, by token.
+type writebackCounter struct {
+	mu     sync.Mutex
+	tokens map[int64]int
+}
+
+// count returns how many write-backs of token were sent.
+func (h *writebackCounter) count(token int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tokens[token]
+}
 
 func (h *writebackCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *writebackCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if runsScript(cmd, "lua/quorum_writeback.lua") {
-			h.n.Add(1)
+			// EVALSHA sha 2 counter lock token ...: the token is an int64.
+			token, _ := cmd.Args()[5].(int64)
+			h.mu.Lock()
+			if h.tokens == nil {
+				h.tokens = map[int64]int{}
+			}
+			h.tokens[token]++
+			h.mu.Unlock()
 		}
 		return next(ctx, cmd)
 	}
@@ -781,6 +800,149 @@ func releaseAfterSlowAcquire(t *testing.T, servers []*redistest.Server, nodes []
 		if v, err := rdb.Get(ctx, lockKey).Result(); err != nil || v != "someone-else" {
 			t.Errorf("node %d: lock = %q, %v; want the other holder's, untouched", i, v, err)
 		}
+	}
+}
+
+// The token reaches a node whose acquire request is slow too, after its
+// lock: a write-back is accepted only where the attempt holds the lock,
+// so one sent at once, on another connection, would reach the node first,
+// be refused, and leave the node's counter behind the token.
+func TestQuorum_writebackFollowsSlowAcquire(t *testing.T) {
+	t.Parallel()
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	for _, tc := range []struct {
+		name     string
+		counters [2]int64 // of nodes 1 and 2
+	}{
+		{"fast path", [2]int64{ahead, ahead}},                                   // both issue the token: node 0 gets it in the background
+		{"write-back round", [2]int64{ahead, ahead + time.Hour.Microseconds()}}, // node 2 issues it: node 1 and node 0 get it in a round
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			servers, nodes := quorumNodes(t, 3)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			const name, tokenKey = "slow", "fencelock:{slow}:token"
+			for i, v := range tc.counters {
+				if err := nodes[i+1].Set(ctx, tokenKey, v, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Loaded, so that the held request is the one EVALSHA that runs.
+			if err := nodes[0].ScriptLoad(ctx, scriptSources()["lua/acquire.lua"]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			clients := quorumClients(t, servers)
+			hold := &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
+			written := newAnsweredScript("lua/quorum_writeback.lua", "")
+			written.on.Store(true)
+			clients[0].AddHook(hold)
+			clients[0].AddHook(written)
+			opened := false
+			defer func() {
+				if !opened {
+					close(hold.gate)
+				}
+			}()
+			c := fencelock.NewQuorum(clients, &fencelock.Options{TTL: 10 * time.Second, NodeTimeout: 5 * time.Second, RenewInterval: -1})
+			l, err := c.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatalf("TryAcquire with node 0's acquire request held error = %v", err)
+			}
+			defer l.Release(ctx)
+			select {
+			case <-hold.held:
+			case <-ctx.Done():
+				t.Fatal("the acquire request to node 0 was not held")
+			}
+			// Held until node 0 answers a write-back, or for a second: one
+			// sent at once would be answered first.
+			select {
+			case <-written.done:
+				t.Fatalf("node 0 answered a write-back while its acquire request was held")
+			case <-time.After(time.Second):
+			}
+			close(hold.gate)
+			opened = true
+			for what, c := range map[string]chan struct{}{"its acquire request ran": hold.ran, "its write-back was answered": written.done} {
+				select {
+				case <-c:
+				case <-ctx.Done():
+					t.Fatalf("node 0: %s never: %v", what, ctx.Err())
+				}
+			}
+			if got, err := nodes[0].Get(ctx, tokenKey).Int64(); err != nil || got != l.Token() {
+				t.Errorf("node 0's counter after its slow acquisition = %d, %v; want the token %d", got, err, l.Token())
+			}
+		})
+	}
+}
+
+// A node whose acquire reply comes after the round was decided, and
+// which issued the lease's token itself, gets no write-back of it: in
+// the background (fast path) nor in the write-back round. Node 0's
+// acquire request is held until the acquisition has returned; its
+// counter is the one that makes it issue the token.
+func TestQuorum_noWritebackToLateIssuer(t *testing.T) {
+	t.Parallel()
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	for _, tc := range []struct {
+		name     string
+		counters [3]int64
+	}{
+		{"fast path", [3]int64{ahead, ahead, ahead}},
+		{"write-back round", [3]int64{ahead + time.Hour.Microseconds(), ahead, ahead + time.Hour.Microseconds()}}, // node 1 issues less
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			servers, nodes := quorumNodes(t, 3)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			const name, tokenKey = "late", "fencelock:{late}:token"
+			for i, v := range tc.counters {
+				if err := nodes[i].Set(ctx, tokenKey, v, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := nodes[0].ScriptLoad(ctx, scriptSources()["lua/acquire.lua"]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			clients := quorumClients(t, servers)
+			hold := &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
+			written := newAnsweredScript("lua/quorum_writeback.lua", "")
+			written.on.Store(true)
+			clients[0].AddHook(hold)
+			clients[0].AddHook(written)
+			opened := false
+			defer func() {
+				if !opened {
+					close(hold.gate)
+				}
+			}()
+			c := fencelock.NewQuorum(clients, &fencelock.Options{TTL: 10 * time.Second, NodeTimeout: 5 * time.Second, RenewInterval: -1})
+			l, err := c.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatalf("TryAcquire with node 0's acquire request held error = %v", err)
+			}
+			defer l.Release(ctx)
+			close(hold.gate)
+			opened = true
+			select {
+			case <-hold.ran:
+			case <-ctx.Done():
+				t.Fatal("node 0's acquire request never ran")
+			}
+			if got, err := nodes[0].Get(ctx, tokenKey).Int64(); err != nil || got != l.Token() {
+				t.Fatalf("node 0's counter = %d, %v; want the token %d, issued by node 0 itself", got, err, l.Token())
+			}
+			// A write-back waits for node 0's acquire request, which has just
+			// ended: one would be answered at once, well within a second.
+			select {
+			case <-written.done:
+				t.Errorf("node 0 was sent a write-back of token %d, which it had issued", l.Token())
+			case <-time.After(time.Second):
+			}
+		})
 	}
 }
 
