@@ -32,6 +32,11 @@ type batchGate struct {
 	evals     int           // EVALs naming marker, alone or in pipelines
 	holdPipes chan struct{} // if not nil, a pipeline naming marker returns once it is closed
 	pipeRan   chan struct{} // closed when such a held pipeline has its replies
+	// gateEvals, if not nil, holds the gate calls' EVALs (their retries
+	// after NOSCRIPT) until a pipeline naming marker has its replies:
+	// sent at once, on another connection, they would load the script
+	// while the batch is on its way.
+	gateEvals chan struct{}
 }
 
 func newBatchGate(marker string) *batchGate {
@@ -55,10 +60,14 @@ func (g *batchGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			g.mu.Lock()
 			hold := g.held < 2
 			g.held++
+			evals := g.gateEvals
 			g.mu.Unlock()
 			if hold {
 				g.entered <- struct{}{}
 				<-g.open
+			}
+			if evals != nil && cmd.Name() == "eval" {
+				<-evals
 			}
 		}
 		if cmd.Name() == "eval" && cmdNames(cmd, g.marker) {
@@ -89,6 +98,10 @@ func (g *batchGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		hold, ran := g.holdPipes, g.pipeRan
 		g.holdPipes = nil
+		if g.gateEvals != nil {
+			close(g.gateEvals)
+			g.gateEvals = nil
+		}
 		g.mu.Unlock()
 		if hold != nil {
 			close(ran)
@@ -362,6 +375,7 @@ func TestBatch_noScript(t *testing.T) {
 	const n = 4
 	leases := make([]*fencelock.Lease, n)
 	errs := make([]error, n)
+	g.gateEvals = make(chan struct{})
 	inBatch(t, c, g, n, func() {
 		if err := s.Client(t).ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -495,9 +509,10 @@ func TestBatch_nativeRefused(t *testing.T) {
 
 // Many goroutines of one Client on distinct names, on every topology:
 // batches form as they come, and each caller gets its own lock and
-// token, and its release deletes its own lock. On a Cluster, batches are
-// per master; with MinReplicas, each call's WAIT goes on its master's
-// connection; in a quorum, per node.
+// token, and its release deletes its own lock. Through Sentinels, the
+// batches go to the master they name; on a Cluster, per master; with
+// MinReplicas (Sentinel and Cluster here), each call's WAIT goes on its
+// master's connection; in a quorum, per node.
 func TestBatch_concurrent(t *testing.T) {
 	t.Parallel()
 	type topology struct {
@@ -517,6 +532,11 @@ func TestBatch_concurrent(t *testing.T) {
 		}},
 		{"cluster", func(t *testing.T) (*fencelock.Client, redis.UniversalClient, *batchGate) {
 			rdb := redistest.NewCluster(t).Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true})
+			g := hooked(rdb)
+			return fencelock.New(rdb, &fencelock.Options{MinReplicas: 1, ReplicaTimeout: 5 * time.Second}), rdb, g
+		}},
+		{"sentinel", func(t *testing.T) (*fencelock.Client, redis.UniversalClient, *batchGate) {
+			rdb := redistest.NewSentinelGroup(t).Client(t, nil)
 			g := hooked(rdb)
 			return fencelock.New(rdb, &fencelock.Options{MinReplicas: 1, ReplicaTimeout: 5 * time.Second}), rdb, g
 		}},
