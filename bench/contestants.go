@@ -51,7 +51,10 @@ type contestant struct {
 	// baseline marks the harness's own row, a lock that does nothing:
 	// its allocations per pair are subtracted from the others'.
 	baseline bool
-	new      func(rdbs []*redis.Client) locker
+	// transport marks a row that is no lock library but floor+token on
+	// another transport (transport.go): pair tables only.
+	transport bool
+	new       func(rdbs []*redis.Client) locker
 }
 
 // ttl is the lock TTL of every contestant that takes one as an argument;
@@ -80,6 +83,30 @@ func contestants() []contestant {
 			new: func(r []*redis.Client) locker {
 				return &floorLocker{rdb: r[0], poll: time.Millisecond, token: true}
 			},
+		},
+		{
+			name:     "floor+token/autopipeline",
+			settings: "TRANSPORT, not a lock library (bench/transport.go): floor+token's scripts through go-redis's AutoPipeliner, defaults (one batch in flight)",
+			nodes:    1, transport: true,
+			new: func(r []*redis.Client) locker { return newAutoPipeline(r[0]) },
+		},
+		{
+			name:     "floor+token/rueidis",
+			settings: "TRANSPORT, not a lock library (bench/transport.go): floor+token's scripts through rueidis, defaults (auto-pipelining: writes and reads of one connection overlap)",
+			nodes:    1, transport: true,
+			new: func(r []*redis.Client) locker { return newRueidis(r[0]) },
+		},
+		{
+			name:     "fencelock scripts",
+			settings: "SCRIPTS, not the library (bench/transport.go): lua/acquire.lua and lua/release.lua as a default Client sends them, one request per call on the go-redis client; no lease, keeper, batching or wake-up",
+			nodes:    1, transport: true,
+			new: func(r []*redis.Client) locker { return newLibGoRedis(r[0]) },
+		},
+		{
+			name:     "fencelock scripts/rueidis",
+			settings: "SCRIPTS, not the library (bench/transport.go): the same, through rueidis (auto-pipelining)",
+			nodes:    1, transport: true,
+			new: func(r []*redis.Client) locker { return newLibRueidis(r[0]) },
 		},
 		{
 			name:     "fencelock",
@@ -156,6 +183,20 @@ func (nullLocker) acquire(context.Context, string) (held, error) { return nullLo
 func (nullLocker) release(context.Context) error                 { return nil }
 func (nullLocker) renew(context.Context) error                   { return nil }
 
+const (
+	floorAcquireTokenSrc = `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0`
+	floorReleaseSrc = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`
+	floorRenewSrc = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`
+)
+
 // floorLocker is the bare minimum: what any owner-checked Redis lock must
 // send. With token, the acquisition also issues a counter-based token in
 // the same script, still one round trip.
@@ -166,17 +207,9 @@ type floorLocker struct {
 }
 
 var (
-	floorAcquireToken = redis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
-return 0`)
-	floorRelease = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
-	floorRenew = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0`)
+	floorAcquireToken = redis.NewScript(floorAcquireTokenSrc)
+	floorRelease      = redis.NewScript(floorReleaseSrc)
+	floorRenew        = redis.NewScript(floorRenewSrc)
 )
 
 type floorHeld struct {
@@ -200,24 +233,30 @@ func (f *floorLocker) try(ctx context.Context, key, value string) (bool, error) 
 
 func (f *floorLocker) acquire(ctx context.Context, name string) (held, error) {
 	key, value := "floor:{"+name+"}", randomValue()
+	if err := poll(ctx, f.poll, func() (bool, error) { return f.try(ctx, key, value) }); err != nil {
+		return nil, err
+	}
+	return &floorHeld{f: f, key: key, value: value}, nil
+}
+
+// poll calls try until it reports true or fails, every interval, or until
+// ctx is done: the floor's way of waiting for a held lock.
+func poll(ctx context.Context, every time.Duration, try func() (bool, error)) error {
 	var t *time.Timer
 	for {
-		ok, err := f.try(ctx, key, value)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return &floorHeld{f: f, key: key, value: value}, nil
+		ok, err := try()
+		if err != nil || ok {
+			return err
 		}
 		if t == nil {
-			t = time.NewTimer(f.poll)
+			t = time.NewTimer(every)
 			defer t.Stop()
 		} else {
-			t.Reset(f.poll)
+			t.Reset(every)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -7,6 +7,7 @@ require (
 	github.com/fencelock/fencelock v0.1.0
 	github.com/go-redsync/redsync/v4 v4.17.0
 	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.76
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -37,6 +37,7 @@ type pairRow struct {
 	perSec                 float64
 	xFloor, xFloorToken    float64 // medians of per-repetition ratios
 	p50, p99               time.Duration
+	xP50                   float64 // p50 over floor+token's, median of per-repetition ratios
 	errs                   int
 	firstErr               error
 	perRep                 []float64
@@ -107,7 +108,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		if !c.contendedOnly {
 			plain = append(plain, c)
 		}
-		if !c.baseline {
+		if !c.baseline && !c.transport {
 			locks = append(locks, c)
 			if !c.contendedOnly {
 				rt = append(rt, c)
@@ -223,7 +224,7 @@ func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contes
 	rows := make([]pairRow, len(cs))
 	for i, c := range cs {
 		row := pairRow{c: c}
-		var rates, p50s, p99s, xf, xft, srv, cli, allocs, xsrv, xcli []float64
+		var rates, p50s, p99s, xf, xft, xp50, srv, cli, allocs, xsrv, xcli []float64
 		for rep, res := range runs[i] {
 			u := res.use.per(res.pairs)
 			srv, cli = append(srv, u.server), append(cli, u.client)
@@ -251,7 +252,11 @@ func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contes
 				xf = append(xf, res.perSec()/runs[floor][rep].perSec())
 			}
 			if floorToken >= 0 && rep < len(runs[floorToken]) {
-				xft = append(xft, res.perSec()/runs[floorToken][rep].perSec())
+				ft := runs[floorToken][rep]
+				xft = append(xft, res.perSec()/ft.perSec())
+				if p := ft.lat.percentile(50); p > 0 {
+					xp50 = append(xp50, float64(res.lat.percentile(50))/float64(p))
+				}
 			}
 		}
 		row.cost = perOp{server: median(srv), client: median(cli), allocs: median(allocs)}
@@ -259,7 +264,7 @@ func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contes
 		row.perRep = rates
 		row.perSec = median(rates)
 		row.p50, row.p99 = time.Duration(median(p50s)), time.Duration(median(p99s))
-		row.xFloor, row.xFloorToken = median(xf), median(xft)
+		row.xFloor, row.xFloorToken, row.xP50 = median(xf), median(xft), median(xp50)
 		row.hasFloor, row.hasFloorTokn = len(xf) > 0, len(xft) > 0
 		rows[i] = row
 	}
@@ -354,14 +359,25 @@ func closeAll(ls []locker) {
 
 // environment describes the machine for the report.
 func environment(ctx context.Context, rdb *redis.Client) string {
-	v := "?"
+	server := "redis-server ?"
 	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		redis, valkey := "", ""
 		for line := range strings.SplitSeq(info, "\n") {
-			if s, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				v = s
+			line = strings.TrimSpace(line)
+			if s, ok := strings.CutPrefix(line, "redis_version:"); ok {
+				redis = s
+			}
+			if s, ok := strings.CutPrefix(line, "valkey_version:"); ok {
+				valkey = s // Valkey's redis_version is the Redis it is compatible with
 			}
 		}
+		switch {
+		case valkey != "":
+			server = "valkey-server " + valkey
+		case redis != "":
+			server = "redis-server " + redis
+		}
 	}
-	return fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s %s/%s, redis-server %s",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, v)
+	return fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s %s/%s, %s",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, server)
 }

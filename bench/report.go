@@ -80,18 +80,26 @@ func (r *report) markdown(w io.Writer) {
 }
 
 func pairTable(w io.Writer, rows []pairRow) {
-	fmt.Fprintln(w, "| contestant | pairs/s | × floor | × floor+token | server CPU µs/pair | client CPU µs/pair | allocs/pair | server, client × floor+token | pair p50 | pair p99 | errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| contestant | pairs/s | × floor | × floor+token | server CPU µs/pair | client CPU µs/pair | cores busy | allocs/pair | server, client × floor+token | pair p50 | p50 × floor+token | pair p99 | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.c.baseline {
-			fmt.Fprintf(w, "| %s | – | – | – | – | %.1f | %.1f | – | %s | %s | %s |\n", r.c.name,
+			fmt.Fprintf(w, "| %s | – | – | – | – | %.1f | – | %.1f | – | %s | – | %s | %s |\n", r.c.name,
 				r.cost.client, r.cost.allocs, us(r.p50), us(r.p99), errCell(r.errs, r.firstErr))
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %.1f | %.1f | %.1f | %.2f×, %.2f× | %s | %s | %s |\n", r.c.name, r.perSec,
+		// Cores busy: the CPU both sides spent per second of the run, of
+		// the machine's cores. A row below the others' at a lower CPU
+		// per pair is bound by waiting, not by work.
+		busy := r.perSec * (r.cost.server + r.cost.client) / 1e6
+		sides := "–" // no floor+token row ran (-only)
+		if r.hasFloorTokn {
+			sides = fmt.Sprintf("%.2f×, %.2f×", r.xServer, r.xClient)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %.1f | %.1f | %.2f | %.1f | %s | %s | %s | %s | %s |\n", r.c.name, r.perSec,
 			ratio(r.xFloor, r.hasFloor), ratio(r.xFloorToken, r.hasFloorTokn),
-			r.cost.server, r.cost.client, r.cost.allocs, r.xServer, r.xClient,
-			us(r.p50), us(r.p99), errCell(r.errs, r.firstErr))
+			r.cost.server, r.cost.client, busy, r.cost.allocs, sides,
+			us(r.p50), ratio(r.xP50, r.hasFloorTokn), us(r.p99), errCell(r.errs, r.firstErr))
 	}
 	fmt.Fprintln(w)
 }
