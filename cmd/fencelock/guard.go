@@ -31,11 +31,13 @@ import (
 //     COMMAND from a thread locked to its goroutine that never exits:
 //     the kernel sends that signal when the thread that started the child
 //     exits, not the process.
-//   - The guard enforces the lease's deadline on its own: fencelock tells
-//     it each new deadline (after each renewal), and if no later one has
-//     come by then, the guard kills COMMAND as if fencelock had died. So
-//     a fencelock that is stopped (SIGSTOP, Ctrl-Z, a debugger) or starved
-//     of the processor cannot let COMMAND outlive the lease.
+//   - The guard enforces the lease's deadline on its own: it is started
+//     with the first, before COMMAND, and fencelock tells it each new one
+//     (after each renewal); if no later one has come by then, the guard
+//     kills COMMAND as if fencelock had died. So a fencelock that is
+//     stopped (SIGSTOP, Ctrl-Z, a debugger) or starved of the processor
+//     cannot let COMMAND outlive the lease, not even one stopped before
+//     it has sent the guard a word.
 //   - Being COMMAND's parent, the guard sees COMMAND stop (on terminal
 //     input, say) and continue, which fencelock reports.
 //
@@ -75,27 +77,32 @@ var guardSignals = []os.Signal{
 	syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGTSTP,
 }
 
-// guardMain is the guard: args are "group" or "foreground", COMMAND's
-// path, then its argv.
+// guardMain is the guard: args are "group" or "foreground", the lease's
+// first deadline (CLOCK_MONOTONIC, ns), COMMAND's path, then its argv.
 func guardMain(args []string) int {
 	status, control := os.NewFile(3, "status"), os.NewFile(4, "control")
-	if len(args) < 3 || (args[0] != "group" && args[0] != "foreground") || !isPipe(status) || !isPipe(control) {
+	var first int64
+	var err error
+	if len(args) >= 4 {
+		first, err = strconv.ParseInt(args[1], 10, 64)
+	}
+	if len(args) < 4 || (args[0] != "group" && args[0] != "foreground") || err != nil || first <= 0 || !isPipe(status) || !isPipe(control) {
 		fmt.Fprintf(os.Stderr, "fencelock: %s is used by fencelock run only\n", guardArg)
 		return exitUsage
 	}
 	// Inherited without close-on-exec: COMMAND must not hold them open.
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
-	group, path, argv := args[0] == "group", args[1], args[2:]
+	group, path, argv := args[0] == "group", args[2], args[3:]
 
 	signal.Notify(make(chan os.Signal, 1), caught(guardSignals...)...)
 	chld := make(chan os.Signal, 1) // one pending wake-up is enough: reap takes every event
 	signal.Notify(chld, syscall.SIGCHLD)
 	orders := make(chan order)
 	go readOrders(control, orders)
-	// No deadline until fencelock sends the first (before anything else).
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
+	// Armed before COMMAND starts: fencelock may be stopped before its
+	// first order, and COMMAND must not run a moment without a deadline.
+	expiry := time.NewTimer(time.Duration(first - monoNow()))
 
 	// This thread starts COMMAND and outlives it (see setDeathSignal).
 	runtime.LockOSThread()
@@ -266,9 +273,10 @@ type guard struct {
 }
 
 // startGuard starts the guard, which starts COMMAND (path, argv) with env
-// and cmd's standard input and outputs. With group, COMMAND and the guard
-// get a process group of their own, led by the guard.
-func startGuard(path string, argv, env []string, stdio *exec.Cmd, group bool) (*guard, error) {
+// and cmd's standard input and outputs, and kills it at deadline unless
+// told a later one first. With group, COMMAND and the guard get a process
+// group of their own, led by the guard.
+func startGuard(path string, argv, env []string, stdio *exec.Cmd, group bool, deadline time.Time) (*guard, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -283,7 +291,7 @@ func startGuard(path string, argv, env []string, stdio *exec.Cmd, group bool) (*
 	if group {
 		mode = "group"
 	}
-	p := exec.Command(selfExe(), append([]string{guardArg, mode, path}, argv...)...)
+	p := exec.Command(selfExe(), append([]string{guardArg, mode, strconv.FormatInt(monoAt(deadline), 10), path}, argv...)...)
 	p.Args[0] = "fencelock"
 	p.Env = env
 	p.Stdin, p.Stdout, p.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
@@ -341,7 +349,13 @@ func (g *guard) send(s syscall.Signal) {
 // expireAt tells the guard to kill COMMAND at t unless told a later time
 // first.
 func (g *guard) expireAt(t time.Time) {
-	g.order("deadline %d", monoNow()+int64(time.Until(t)))
+	g.order("deadline %d", monoAt(t))
+}
+
+// monoAt returns t on CLOCK_MONOTONIC (ns), the clock the guard reads:
+// t's own monotonic reading is not comparable across processes.
+func monoAt(t time.Time) int64 {
+	return monoNow() + int64(time.Until(t))
 }
 
 // order writes one line to the guard, bounded: a guard that does not read

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -65,13 +66,71 @@ func TestProcess_supervisorKilled(t *testing.T) {
 	}
 }
 
-// The guard is internal: run by hand, it refuses.
+// The guard is internal: run by hand, it refuses, as it does without a
+// first deadline.
 func TestGuard_byHand(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], guardArg, "group", "/bin/true", "true")
-	out, err := cmd.CombinedOutput()
-	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitUsage {
-		t.Errorf("%s by hand: %v, %s; want exit %d", guardArg, err, out, exitUsage)
+	for _, args := range [][]string{
+		{"group", "1", "/bin/true", "true"},
+		{"group", "/bin/true", "true"},
+		{"foreground", "soon", "/bin/true", "true"},
+	} {
+		cmd := exec.Command(os.Args[0], append([]string{guardArg}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitUsage {
+			t.Errorf("%s %q by hand: %v, %s; want exit %d", guardArg, args, err, out, exitUsage)
+		}
+	}
+}
+
+// The guard kills COMMAND at the deadline it was started with, though
+// fencelock never sends it a word: a fencelock stopped (SIGSTOP, starved)
+// between starting the guard and its first order cannot let COMMAND
+// outlive the lease. Here fencelock is the test, which keeps the control
+// pipe open and says nothing.
+func TestGuard_firstDeadline(t *testing.T) {
+	t.Parallel()
+	for _, group := range []bool{true, false} {
+		t.Run(fmt.Sprintf("group=%t", group), func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			env := append(os.Environ(), childEnv+"=ignore-term")
+			g, err := startGuard(os.Args[0], []string{os.Args[0]}, env, &exec.Cmd{Stdout: &out}, group, time.Now().Add(300*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.control.Close()
+			var pid int
+			for {
+				select {
+				case ev, ok := <-g.events:
+					if !ok {
+						// In group mode the guard kills its group, itself
+						// included, and reports nothing.
+						err := <-g.exited
+						if !group || pid == 0 {
+							t.Fatalf("guard exited (%v) without reporting how COMMAND ended", err)
+						}
+						waitDead(t, pid)
+						return
+					}
+					switch ev.kind {
+					case "started":
+						pid = ev.pid
+						t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+					case "exited":
+						if !ev.status.Signaled() || ev.status.Signal() != syscall.SIGKILL {
+							t.Errorf("COMMAND ended: %s, want killed by SIGKILL at the deadline", describe(ev.status))
+						}
+						return
+					case "failed":
+						t.Fatalf("COMMAND failed to start: %d %s", ev.code, ev.text)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("COMMAND (pid %d) still running 30s after the guard's first deadline, want it killed then", pid)
+				}
+			}
+		})
 	}
 }
 

@@ -98,18 +98,18 @@ func stopHow(res result) string {
 // command's own, or 124 if the lease ran out or was lost, 125-127 if
 // COMMAND could not be run.
 func (c *cli) hold(ctx context.Context, h *holding) int {
-	g, err := startGuard(h.path, h.argv, h.env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !h.f.foreground)
+	// As much again as the library keeps between the deadline and Redis's
+	// expiry for clock drift (TTL/100 + 2ms), for the kill.
+	killLead := min(h.f.grace, h.cn.ttl/100+2*time.Millisecond)
+	g, err := startGuard(h.path, h.argv, h.env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !h.f.foreground,
+		h.lease.Deadline().Add(-killLead))
 	if err != nil {
 		h.release(ctx)
 		return c.fail(h.cmd, exitInternal, err)
 	}
-	ttl := h.cn.ttl
 	say, flush := diagnostics(c.stderr)
 	s := &supervisor{cmd: h.cmd, g: g, name: h.lease.Name(), lease: h.lease, grace: h.f.grace, sigs: h.sigs, say: say, renewErr: h.a.renewErr,
-		renewed: h.a.renewed,
-		// As much again as the library keeps between the deadline and
-		// Redis's expiry for clock drift (TTL/100 + 2ms), for the kill.
-		killLead: min(h.f.grace, ttl/100+2*time.Millisecond)}
+		renewed: h.a.renewed, killLead: killLead}
 	if c.jobControl != nil {
 		jobs := make(chan os.Signal, 2)
 		stop := c.jobControl(jobs)

@@ -136,6 +136,14 @@ func child(mode string) int {
 		}
 		fmt.Printf("read %s", line)
 		return 0
+	case "sleep": // run for FENCELOCK_TEST_SLEEP, then exit 0
+		d, err := time.ParseDuration(os.Getenv("FENCELOCK_TEST_SLEEP"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 99
+		}
+		time.Sleep(d)
+		return 0
 	case "check-dead": // exit 0 if no process of FENCELOCK_TEST_PIDS runs
 		for f := range strings.FieldsSeq(os.Getenv("FENCELOCK_TEST_PIDS")) {
 			pid, err := strconv.Atoi(f)

@@ -76,6 +76,20 @@ func TestRun_exitStatusPassesThrough(t *testing.T) {
 	}
 }
 
+// A COMMAND that runs for several TTLs while fencelock renews the lease
+// is not killed: the guard's first deadline, which it was started with,
+// gives way to each later one fencelock tells it.
+func TestRun_renewedPastFirstDeadline(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	h := newHarness(t)
+	h.childEnv = append(h.childEnv, "FENCELOCK_TEST_SLEEP=2500ms")
+	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "1s", "renewed", "--"}, h.self("sleep")...)
+	if got := h.run(args...); got != 0 {
+		t.Errorf("run exit = %d, want 0 (COMMAND ran 2.5 TTLs, its lease renewed)\nstderr: %s", got, h.stderr.String())
+	}
+}
+
 func TestRun_leaseLost(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
