@@ -29,11 +29,6 @@ import (
 // loaded machine.
 const (
 	cliTTL = 400 * time.Millisecond
-	// cliDelay delays the writes of the stopped supervisor's COMMAND on
-	// their way to the resource: a write that left before the lease's
-	// deadline lands after a newer holder's, as a write still in the
-	// network when its process is killed does.
-	cliDelay = 2 * cliTTL
 	// clockSlack is how late past the bound on the lease's deadline a
 	// stopped supervisor's COMMAND may still send a request: the guard's
 	// timer and SIGKILL on a loaded machine (19 ms late seen beside the
@@ -41,6 +36,12 @@ const (
 	// readings. A guard that does nothing lets COMMAND write for the
 	// whole stop, 2-3 TTLs: a quarter TTL still tells the two apart.
 	clockSlack = cliTTL / 4
+	// cliTail is how long the holders go on after the nemesis's runFor:
+	// a supervisor stopped late in it leaves the next holder its lease
+	// to wait out, a fencelock run and COMMAND (a -race test binary) to
+	// start and a write to send, which a loaded machine (three servers'
+	// suites at once on 2 cores) can stretch past the end of runFor.
+	cliTail = 5 * cliTTL
 )
 
 // supervisedEnv turns the test binary into the COMMAND of fencelock run
@@ -107,9 +108,10 @@ func TestSupervisedHolder(t *testing.T) {
 // counter, for 2–3 TTLs; COMMAND itself is not stopped. Nothing renews
 // the lease meanwhile: the guard must kill COMMAND by the lease's
 // deadline, which fencelock sent it after its last renewal, before the
-// stop. The writes the stopped holder's COMMAND sends meanwhile are
-// delayed by 2 TTLs on their way to the resource, so that one sent
-// before the deadline lands after a newer holder's: the guard bounds
+// stop. The writes the stopped holder's COMMAND sends meanwhile are held
+// on their way to the resource until a newer holder's write has reached
+// it, so that one sent before the deadline lands after it, as a write
+// still in the network when its process is killed does: the guard bounds
 // what COMMAND does, the fence what it has sent.
 //
 // Besides the checker's invariants, checked in both modes: no request of
@@ -156,10 +158,11 @@ func buildFencelock(t *testing.T) string {
 type supervisors struct {
 	bin, lockURL string
 	dir          string
-	// front is the holders' way to the resource: it delays the writes of
-	// the clients in delayed by cliDelay.
+	// front is the holders' way to the resource: it holds the writes of
+	// the clients in delayed until another client's write has reached
+	// the resource (landed), or the run's holders are done (ended).
 	front    *httptest.Server
-	inFlight sync.WaitGroup // delayed writes
+	inFlight sync.WaitGroup // held writes
 	// arrivals has, by client ID, when COMMAND sent each of its requests
 	// (wall clock, ns, from chaos.SentHeader).
 	arrivals map[int][]int64
@@ -170,6 +173,10 @@ type supervisors struct {
 	gen     int               // COMMANDs started in this run: each gets a new client ID
 	stops   []stopped         // in this run
 	delayed map[int]bool      // by client ID
+	// landed is closed, and replaced, each time a write that was not
+	// held has been answered by the resource; ended once the run's
+	// holders are done.
+	landed, ended chan struct{}
 	// Over the test: how many stops, and the latest write of a stopped
 	// supervisor's COMMAND relative to the stop + TTL (if any wrote).
 	stopsTotal int
@@ -177,16 +184,19 @@ type supervisors struct {
 	wrote      bool
 }
 
-// stopped is one stopped supervisor: its COMMAND's client ID, and when
-// the supervisor was seen stopped (wall clock, ns).
+// stopped is one stopped supervisor: its COMMAND's client ID, when the
+// supervisor was seen stopped and when it was continued (wall clock, ns).
 type stopped struct {
 	client int
 	at     int64
+	cont   int64
 }
 
-// serve passes requests on to the resource, after cliDelay for a write
-// of a delayed client: the request is in the network meanwhile, so its
-// client giving up does not cancel it.
+// serve passes requests on to the resource. A write of a delayed client
+// waits for the next write of another client to be answered (a newer
+// holder's: nobody else holds the lock after the stop), so that it lands
+// after it however slowly the newer holder's process starts; it is in the
+// network meanwhile, so its client giving up does not cancel it.
 func (sv *supervisors) serve(next http.Handler) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, req *http.Request) {
 		at, err := strconv.ParseInt(req.Header.Get(chaos.SentHeader), 10, 64)
@@ -196,28 +206,42 @@ func (sv *supervisors) serve(next http.Handler) func(http.ResponseWriter, *http.
 		}
 		var client int
 		var id int64
-		if _, err := fmt.Sscanf(req.Header.Get("Chaos-Op"), "%d/%d", &client, &id); err == nil {
-			sv.mu.Lock()
-			sv.arrivals[client] = append(sv.arrivals[client], at)
-			delay := sv.delayed[client] && req.URL.Path == "/put"
-			if delay {
-				sv.inFlight.Add(1)
-			}
-			sv.mu.Unlock()
-			if delay {
-				defer sv.inFlight.Done()
-				req = req.WithContext(context.WithoutCancel(req.Context()))
-				time.Sleep(cliDelay)
+		if _, err := fmt.Sscanf(req.Header.Get("Chaos-Op"), "%d/%d", &client, &id); err != nil {
+			next.ServeHTTP(w, req)
+			return
+		}
+		write := req.URL.Path == "/put"
+		sv.mu.Lock()
+		sv.arrivals[client] = append(sv.arrivals[client], at)
+		delay := sv.delayed[client] && write
+		landed, ended := sv.landed, sv.ended
+		if delay {
+			sv.inFlight.Add(1)
+		}
+		sv.mu.Unlock()
+		if delay {
+			defer sv.inFlight.Done()
+			req = req.WithContext(context.WithoutCancel(req.Context()))
+			select {
+			case <-landed:
+			case <-ended:
 			}
 		}
 		next.ServeHTTP(w, req)
+		if write && !delay {
+			sv.mu.Lock()
+			close(sv.landed)
+			sv.landed = make(chan struct{})
+			sv.mu.Unlock()
+		}
 	}
 }
 
 func (sv *supervisors) run(r *run, stop <-chan struct{}) {
-	until := time.Now().Add(runFor).UnixNano()
+	until := time.Now().Add(runFor + cliTail).UnixNano()
 	sv.mu.Lock()
 	sv.r, sv.cur, sv.gen, sv.stops = r, map[int]*exec.Cmd{}, 0, nil
+	sv.landed, sv.ended = make(chan struct{}), make(chan struct{})
 	clear(sv.delayed)
 	clear(sv.arrivals)
 	sv.mu.Unlock()
@@ -272,6 +296,9 @@ func (sv *supervisors) run(r *run, stop <-chan struct{}) {
 	}
 	<-stop
 	wg.Wait()
+	sv.mu.Lock()
+	close(sv.ended) // no newer write will come: the held ones land now
+	sv.mu.Unlock()
 	sv.inFlight.Wait()
 	// The COMMANDs the guard killed left their last calls unrecorded; the
 	// resource's journal has those that reached it, with unknown results.
@@ -332,12 +359,19 @@ func (sv *supervisors) checkDeadlines(r *run) {
 // lateRequests checks the guard's promise: no COMMAND of a stopped
 // supervisor sends a request past its lease's deadline. The deadline
 // fencelock gave the guard comes from its last renewal, sent before the
-// stop: it is at most the stop + the TTL. A request is timed by
-// COMMAND's own clock reading as it sent it. It returns the latest request after a stop relative to
-// that bound (seen: there was one), and each request later than slack
-// past it.
+// stop: it is at most the stop + the TTL. A stop that ended before that
+// bound promises nothing: the supervisor may have renewed the lease. A
+// request is timed by COMMAND's own clock reading as it sent it. It
+// returns the latest request after a stop relative to that bound (seen:
+// there was one), and each request later than slack past it.
 func lateRequests(stops []stopped, arrivals map[int][]int64, ttl, slack time.Duration) (latest time.Duration, seen bool, late []string) {
 	for _, s := range stops {
+		if s.cont < s.at+int64(ttl) {
+			// Continued before its lease could end (the nemesis heals
+			// everything at the end of runFor): it may have renewed the
+			// lease, and COMMAND may go on with it.
+			continue
+		}
 		bound := s.at + int64(ttl)
 		for _, at := range arrivals[s.client] {
 			if at < s.at {
@@ -356,10 +390,11 @@ func lateRequests(stops []stopped, arrivals map[int][]int64, ttl, slack time.Dur
 }
 
 // The deadline check can fail: a request sent past a stop + TTL + slack
-// is found, one within it is not, nor another client's.
+// is found, one within it is not, nor another client's, nor one after a
+// stop that ended before the lease could.
 func TestLateRequests(t *testing.T) {
 	const ms = int64(time.Millisecond)
-	stops := []stopped{{client: 4, at: 1000 * ms}}
+	stops := []stopped{{client: 4, at: 1000 * ms, cont: 2000 * ms}, {client: 5, at: 1000 * ms, cont: 1300 * ms}}
 	for _, c := range []struct {
 		name     string
 		arrivals map[int][]int64
@@ -370,6 +405,7 @@ func TestLateRequests(t *testing.T) {
 		{"within the slack", map[int][]int64{4: {1200 * ms, 1405 * ms}}, 0, 5 * time.Millisecond},
 		{"past it", map[int][]int64{4: {1200 * ms, 1411 * ms}}, 1, 11 * time.Millisecond},
 		{"another client", map[int][]int64{1: {5000 * ms}}, 0, 0},
+		{"continued before the lease could end", map[int][]int64{5: {1200 * ms, 3000 * ms}}, 0, 0},
 	} {
 		latest, _, late := lateRequests(stops, c.arrivals, 400*time.Millisecond, 10*time.Millisecond)
 		if len(late) != c.late || latest != c.latest {
@@ -379,8 +415,8 @@ func TestLateRequests(t *testing.T) {
 }
 
 // nemesis stops the supervisor of a holder whose COMMAND has just read
-// the counter (one at a time, with probability 3/4), delays the writes
-// its COMMAND sends from then on, and continues it 2–3 TTLs later.
+// the counter (one at a time, with probability 3/4), holds the writes its
+// COMMAND sends from then on (serve), and continues it 2–3 TTLs later.
 func (sv *supervisors) nemesis(r *run) {
 	aimAtReads(r, nil, func(ev readEvent) (<-chan struct{}, time.Duration, func()) {
 		slot := ev.client % holderCount
@@ -404,10 +440,14 @@ func (sv *supervisors) nemesis(r *run) {
 		at := time.Now().UnixNano()
 		sv.mu.Lock()
 		sv.stops = append(sv.stops, stopped{client: ev.client, at: at})
+		stop := len(sv.stops) - 1
 		sv.mu.Unlock()
 		r.faults++
 		hold := time.Duration((2 + r.rand.Float64()) * float64(cliTTL))
 		return nil, hold, func() {
+			sv.mu.Lock()
+			sv.stops[stop].cont = time.Now().UnixNano()
+			sv.mu.Unlock()
 			cmd.Process.Signal(syscall.SIGCONT)
 			sv.setDelayed(ev.client, false)
 		}
