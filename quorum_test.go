@@ -828,23 +828,8 @@ func TestQuorum_writebackFollowsSlowAcquire(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// Loaded, so that the held request is the one EVALSHA that runs.
-			if err := nodes[0].ScriptLoad(ctx, scriptSources()["lua/acquire.lua"]).Err(); err != nil {
-				t.Fatal(err)
-			}
-			clients := quorumClients(t, servers)
-			hold := &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
-			written := newAnsweredScript("lua/quorum_writeback.lua", "")
-			written.on.Store(true)
-			clients[0].AddHook(hold)
-			clients[0].AddHook(written)
-			opened := false
-			defer func() {
-				if !opened {
-					close(hold.gate)
-				}
-			}()
-			c := fencelock.NewQuorum(clients, &fencelock.Options{TTL: 10 * time.Second, NodeTimeout: 5 * time.Second, RenewInterval: -1})
+			c, hold, written, open := slowNode0(ctx, t, servers, nodes[0])
+			defer open()
 			l, err := c.TryAcquire(ctx, name)
 			if err != nil {
 				t.Fatalf("TryAcquire with node 0's acquire request held error = %v", err)
@@ -862,8 +847,7 @@ func TestQuorum_writebackFollowsSlowAcquire(t *testing.T) {
 				t.Fatalf("node 0 answered a write-back while its acquire request was held")
 			case <-time.After(time.Second):
 			}
-			close(hold.gate)
-			opened = true
+			open()
 			for what, c := range map[string]chan struct{}{"its acquire request ran": hold.ran, "its write-back was answered": written.done} {
 				select {
 				case <-c:
@@ -904,29 +888,14 @@ func TestQuorum_noWritebackToLateIssuer(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := nodes[0].ScriptLoad(ctx, scriptSources()["lua/acquire.lua"]).Err(); err != nil {
-				t.Fatal(err)
-			}
-			clients := quorumClients(t, servers)
-			hold := &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
-			written := newAnsweredScript("lua/quorum_writeback.lua", "")
-			written.on.Store(true)
-			clients[0].AddHook(hold)
-			clients[0].AddHook(written)
-			opened := false
-			defer func() {
-				if !opened {
-					close(hold.gate)
-				}
-			}()
-			c := fencelock.NewQuorum(clients, &fencelock.Options{TTL: 10 * time.Second, NodeTimeout: 5 * time.Second, RenewInterval: -1})
+			c, hold, written, open := slowNode0(ctx, t, servers, nodes[0])
+			defer open()
 			l, err := c.TryAcquire(ctx, name)
 			if err != nil {
 				t.Fatalf("TryAcquire with node 0's acquire request held error = %v", err)
 			}
 			defer l.Release(ctx)
-			close(hold.gate)
-			opened = true
+			open()
 			select {
 			case <-hold.ran:
 			case <-ctx.Done():
@@ -944,6 +913,26 @@ func TestQuorum_noWritebackToLateIssuer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowNode0 returns a quorum Client of servers whose acquire requests to
+// node 0 (node0, the test's own client of it) are held by hold until open
+// is called, and whose write-backs to node 0 written sees. The acquire
+// script is loaded on node 0 first, so that the held request is the one
+// EVALSHA that runs. open may be called more than once.
+func slowNode0(ctx context.Context, t *testing.T, servers []*redistest.Server, node0 redis.UniversalClient) (c *fencelock.Client, hold *holdAcquire, written *answeredScript, open func()) {
+	t.Helper()
+	if err := node0.ScriptLoad(ctx, scriptSources()["lua/acquire.lua"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients := quorumClients(t, servers)
+	hold = &holdAcquire{held: make(chan struct{}, 1), ran: make(chan struct{}, 1), gate: make(chan struct{})}
+	written = newAnsweredScript("lua/quorum_writeback.lua", "")
+	written.on.Store(true)
+	clients[0].AddHook(hold)
+	clients[0].AddHook(written)
+	c = fencelock.NewQuorum(clients, &fencelock.Options{TTL: 10 * time.Second, NodeTimeout: 5 * time.Second, RenewInterval: -1})
+	return c, hold, written, sync.OnceFunc(func() { close(hold.gate) })
 }
 
 // holdAcquire is a go-redis hook that holds the acquire script before it
