@@ -8,7 +8,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # and vets each module with it too, from the module proxy's toolchain.
 GO_MIN := go1.25.5
 
-.PHONY: demo test lint bench redis faketime servers databases model
+.PHONY: demo test lint bench redis faketime servers databases model s3
 
 # The first command a newcomer runs: a paused lock holder's stale write,
 # accepted without fencing and rejected with it, on a redis-server that
@@ -20,11 +20,13 @@ demo: redis
 # every module, the server-facing packages once per server (Redis 7.0 from
 # Debian, Redis 8.x and Valkey 9 built by scripts/install-servers, or those
 # FENCELOCK_SERVERS names), then one summary table; see scripts/test-matrix.
-test: redis faketime databases
+test: redis faketime databases s3
 	@./scripts/test-matrix
 
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
+	@./scripts/gen-valkeyconn --check
+	@./scripts/check-layers
 	@set -e; for m in $(MODULES); do \
 		echo "== vet + staticcheck $$m"; \
 		(cd $$m && go vet ./... && go run $(STATICCHECK) ./...); \
@@ -38,7 +40,7 @@ lint:
 # Real figures: drop -benchtime, and run `cd bench && go run . -all`
 # (bench/README.md).
 bench: redis
-	go test -run '^$$' -bench . -benchmem -benchtime 100x .
+	go test -run '^$$' -bench . -benchmem -benchtime 100x ./tests
 	cd bench && go run . -quick -scenarios 2,5,7,8,9
 
 # The token and fencing protocol, model-checked with Spin over every
@@ -61,6 +63,12 @@ faketime:
 servers:
 	@./scripts/install-servers
 
+# SeaweedFS's weed, the S3 server of the S3 tests (fence/s3fence, fencelock
+# put and doctor --resource, chaos), built from its Go module and cached in
+# $$HOME/.cache/fencelock: 4 to 5 minutes once, then nothing.
+s3:
+	@./scripts/install-s3
+
 # PostgreSQL and MariaDB for the SQL adapter's tests.
 databases:
 	@./scripts/start-databases
@@ -72,7 +80,7 @@ databases:
 # names. MUTANTS=regexp runs those whose name matches; MUTANTFLAGS adds
 # flags (CI: -j 2 -trust-clean, see mutants/README.md). The native-command
 # mutants need the Redis 8 and Valkey 9 builds of scripts/install-servers.
-mutants: redis databases
+mutants: redis databases s3
 	@if [ -x scripts/install-servers ]; then ./scripts/install-servers; fi
 	cd mutants && go run . -run '$(MUTANTS)' $(MUTANTFLAGS)
 
@@ -105,7 +113,7 @@ fuzz: redis databases
 
 # The CLI for linux and darwin on amd64 and arm64 in dist/, with
 # SHA256SUMS: run at a release tag, VERSION=vX.Y.Z naming the files
-# (scripts/release-binaries; releasing itself is scripts/release, README
+# (scripts/release-binaries; releasing itself is scripts/release, docs/operations.md,
 # "Installation and versioning").
 release-binaries:
 	@VERSION=$(VERSION) ./scripts/release-binaries dist

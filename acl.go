@@ -54,9 +54,11 @@ const aclElection = "+type +hget +hmget +hset +pexpireat +pexpiretime +xadd +xra
 // included (a promoted replica needs the user too). They are what the
 // library sends there: the scripts and the commands they call (ACL rules
 // apply inside scripts), the native commands, the wake-ups' pub/sub on
-// the prefix's channels, and what go-redis sends on its own (PING on an
-// idle subscription; on Cluster, CLUSTER SLOTS and COMMAND). The rules
-// are tested against every server of the test matrix, and README.md
+// the prefix's channels, CLIENT TRACKING and GET, which watch a lease's
+// lock (Lease.Context), and what go-redis sends on its own (PING on an
+// idle subscription, which the watch sends too; on Cluster, CLUSTER
+// SLOTS and COMMAND). The rules
+// are tested against every server of the test matrix, and docs/topologies.md
 // states them.
 //
 // The rule covers locks: acquire, wait, renew, release; with Elections,
@@ -75,7 +77,7 @@ func ACLRule(o *ACLOptions) string {
 		opts.Prefix = "fencelock:"
 	}
 	p := aclPattern(opts.Prefix)
-	rule := []string{"~" + p, "&" + p, "+evalsha", "+eval", "+get", "+set", "+pttl", "+time", "+pexpire"}
+	rule := []string{"~" + p, "&" + p, "+evalsha", "+eval", "+get", "+set", "+pttl", "+time", "+pexpire", "+client|tracking"}
 	if opts.OlderServers || !opts.Redis84 && !opts.Valkey9 {
 		rule = append(rule, "+del")
 	}

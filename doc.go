@@ -31,7 +31,7 @@
 // # Servers
 //
 // Redis 7.0 or newer, or Valkey 9.0 or newer: the releases the tests run
-// on (README.md, "Tested servers"), standalone, under Sentinel or as a
+// on (docs/operations.md, "Tested servers"), standalone, under Sentinel or as a
 // Cluster. Owner-checked native commands are used where a server has
 // them (Redis 8.4, Valkey 9.0), Lua scripts elsewhere.
 //

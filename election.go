@@ -7,6 +7,10 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/fencelock/fencelock/internal/election"
+	"github.com/fencelock/fencelock/internal/node"
+	"github.com/fencelock/fencelock/internal/script"
 )
 
 // MaxValueLen is the longest value a candidate can announce, in bytes.
@@ -45,10 +49,9 @@ type Election struct {
 	proclaiming sync.Mutex // Proclaims in order of their sequence numbers
 
 	mu    sync.Mutex
-	lease *Lease      // the current leadership, nil if none
-	lead  *leadership // its backend
-	value string      // what it announces now
-	seq   int64       // the last Proclaim's sequence number in this term
+	lease *Lease // the current leadership, nil if none
+	value string // what it announces now
+	seq   int64  // the last Proclaim's sequence number in this term
 }
 
 // Election returns a candidate for the election named name. Names follow
@@ -96,6 +99,19 @@ func (e *Election) Name() string { return e.name }
 // one longer than MaxValueLen or not valid UTF-8 is rejected with an
 // error wrapping ErrInvalid, and nothing is sent.
 func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
+	return e.campaign(ctx, value, false)
+}
+
+// TryCampaign makes one attempt to lead the election, as Client.TryAcquire
+// makes one to acquire a lock: if another candidate leads (or a lease
+// holds the election's lock), the error wraps ErrNotAcquired at once.
+// Otherwise it is Campaign.
+func (e *Election) TryCampaign(ctx context.Context, value string) (*Lease, error) {
+	return e.campaign(ctx, value, true)
+}
+
+// campaign is Campaign, or with once TryCampaign.
+func (e *Election) campaign(ctx context.Context, value string, once bool) (*Lease, error) {
 	if err := e.check(value); err != nil {
 		return nil, err
 	}
@@ -114,18 +130,22 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
 		}
 		// Lost meanwhile: campaign anew.
 	}
-	lead := newLeadership(e.c, value)
-	// The campaign is an Acquire whose backend keeps the leader's record
-	// with the lock; it shares the Client's wake-ups, so candidates queue
-	// with the Client's other waiters for the same lock.
-	ec := *e.c
-	ec.be = lead
-	l, err := ec.Acquire(ctx, e.name)
+	// The campaign is an acquisition of the leadership protocol: it
+	// shares the Client's wake-ups, so candidates queue with the
+	// Client's other waiters for the same lock.
+	w := &want{proto: node.Leadership, value: value}
+	var l *Lease
+	var err error
+	if once {
+		l, err = e.c.tryOnce(ctx, e.name, w)
+	} else {
+		l, err = e.c.acquire(ctx, e.name, w)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
 	e.mu.Lock()
-	e.lease, e.lead, e.value, e.seq = l, lead, value, 0
+	e.lease, e.value, e.seq = l, value, 0
 	e.mu.Unlock()
 	return l, nil
 }
@@ -135,7 +155,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
 func (e *Election) leading() (*Lease, string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lease == nil || e.lease.releasing.Load() || e.lease.ended() != nil {
+	if e.lease == nil || e.lease.releaseCalled() || e.lease.ended() != nil {
 		return nil, ""
 	}
 	return e.lease, e.value
@@ -158,8 +178,8 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	e.proclaiming.Lock()
 	defer e.proclaiming.Unlock()
 	e.mu.Lock()
-	l, lead := e.lease, e.lead
-	if l == nil || l.releasing.Load() {
+	l := e.lease
+	if l == nil || l.releaseCalled() {
 		e.mu.Unlock()
 		return fmt.Errorf("proclaim %q: %w", e.name, ErrNotLeader)
 	}
@@ -169,7 +189,10 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	if end := l.ended(); end != nil {
 		return fmt.Errorf("proclaim %q: %w: %w", e.name, ErrNotLeader, end)
 	}
-	held, err := lead.proclaim(ctx, e.name, l.ref.owner, l.token, seq, value)
+	held, err := l.c.be.Each(ctx, "proclaimed", l.c.cfg.TTL, func(ctx context.Context, _ int, n *node.Node) (bool, error) {
+		v, err := n.Int(ctx, script.Announce, node.AnnounceArgs(&l.c.cfg.Config, &l.ref, "proclaimed", l.token, seq, value, n.Publish(ctx, l.ref.Channel)))
+		return v == 1, err
+	})
 	if err != nil {
 		// Some nodes may have the value, and a majority may not: what
 		// the leader announces is unknown until it proclaims again, so
@@ -182,9 +205,8 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 		return fmt.Errorf("proclaim %q: %w", e.name, err)
 	}
 	if !held {
-		lost := fmt.Errorf("%w: lock is gone or held by another owner", ErrLeaseLost)
-		l.lose(ctx, lost)
-		return fmt.Errorf("proclaim %q: %w: %w", e.name, ErrNotLeader, lost)
+		l.lose(ctx, errGone)
+		return fmt.Errorf("proclaim %q: %w: %w", e.name, ErrNotLeader, l.ended())
 	}
 	e.mu.Lock()
 	if e.lease == l {
@@ -211,14 +233,11 @@ func (e *Election) Resign(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
-	err := l.Release(ctx)
-	l.releaseMu.Lock()
-	decided := l.decided
-	l.releaseMu.Unlock()
+	decided, err := l.settle(ctx)
 	if decided {
 		e.mu.Lock()
 		if e.lease == l {
-			e.lease, e.lead, e.value = nil, nil, ""
+			e.lease, e.value = nil, ""
 		}
 		e.mu.Unlock()
 	}
@@ -247,14 +266,14 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		return Leader{}, err
 	}
 	views := e.read(ctx, nil, false)
-	v := decide(views)
+	v := election.Leading(views)
 	switch {
-	case !v.decided:
-		return Leader{}, fmt.Errorf("leader %q: %w", e.name, e.c.undecided(views))
-	case v.leader.Term == 0:
+	case !v.Decided:
+		return Leader{}, undecided(ctx, "leader", e.name, electionErrs(views))
+	case v.Leader.Term == 0:
 		return Leader{}, fmt.Errorf("leader %q: %w", e.name, ErrNoLeader)
 	}
-	return v.leader, nil
+	return Leader(v.Leader), nil
 }
 
 // check validates the Election and a value to announce.

@@ -2,19 +2,12 @@ package fencelock
 
 import (
 	"context"
-	_ "embed"
-	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
 	"time"
-)
 
-var (
-	//go:embed lua/holder.lua
-	holderLua string
-	holderRun = newRunner(holderLua)
+	"github.com/fencelock/fencelock/internal/node"
+	"github.com/fencelock/fencelock/internal/quorum"
+	"github.com/fencelock/fencelock/internal/script"
 )
 
 // Holder describes the lease that holds a lock, as Client.Holder reads it.
@@ -30,13 +23,21 @@ type Holder struct {
 	// server counts. It is negative if the lock key has no expiry: it was
 	// not set by fencelock.
 	TTL time.Duration
+	// Delay, if positive, says that no lease holds the lock, but the
+	// lock-delay of the lease LeaseID, which expired without a release
+	// (Options.LockDelay), keeps it from every acquirer for Delay more.
+	// TTL is 0 then.
+	Delay time.Duration
 }
 
 // Holder returns who holds the lock named name now: the holder's public
 // lease ID, its token and the lock's remaining TTL, read by one script
 // from the lock's keys. The owner secret, which only the holder has, is
 // read too (the lease ID is derived from it) but goes no further. If no
-// lease holds the lock, the error wraps ErrNotHeld.
+// lease holds the lock, the error wraps ErrNotHeld, unless a lock-delay
+// keeps it unavailable: then Holder names the lease that left it, with
+// the time it has left as Delay (on a quorum, when the delays keep it
+// from a majority of the nodes).
 //
 // The answer may be out of date by the time the caller reads it: the
 // holder can release, lose or renew its lease at any moment. Use it to
@@ -60,161 +61,70 @@ func (c *Client) Holder(ctx context.Context, name string) (Holder, error) {
 	if err := c.check(name); err != nil {
 		return Holder{}, err
 	}
-	views := c.readHolder(ctx, name)
-	h, held, decided := decideHolder(views)
+	args := c.cfg.HolderArgs(name)
+	views := readAll(ctx, c.be.Members(), c.cfg.TTL/4, func(ctx context.Context, n *node.Node) node.View {
+		reply, err := n.Eval(ctx, script.Holder, append([]any(nil), args...))
+		if err != nil {
+			return node.View{Err: err}
+		}
+		return node.ParseHolder(reply, c.cfg.TokenKey(name))
+	}, func(err error) node.View { return node.View{Err: err} })
+	h, d := quorum.Holder(views)
 	switch {
-	case !decided:
-		return Holder{}, c.holderUndecided(ctx, "holder", name, views)
-	case !held:
+	case d == quorum.Undecided:
+		return Holder{}, undecided(ctx, "holder", name, viewErrs(views))
+	case d == quorum.MajorityNo && h.Delay <= 0:
 		return Holder{}, fmt.Errorf("holder %q: %w", name, ErrNotHeld)
 	}
-	return h, nil
+	return Holder(h), nil
 }
 
-// holderUndecided returns the error of a read of name (what: "holder") whose
-// views decide nothing: the node's error, or ErrNoQuorum with the
-// nodes', and the cause of ctx if it ended the read.
-func (c *Client) holderUndecided(ctx context.Context, what, name string, views []holderView) error {
+// readAll runs read on every node (lua/holder.lua, lua/slots.lua), at
+// once on a quorum, and waits for every answer, each for up to timeout
+// (a single node's, until ctx ends): a lock's token needs the counters of
+// as many nodes as answer (see Holder). It returns each node's answer, or
+// failed(ctx's cause) for the nodes that had not answered when ctx ended.
+func readAll[V any](ctx context.Context, members []*node.Node, timeout time.Duration, read func(ctx context.Context, n *node.Node) V, failed func(error) V) []V {
+	if len(members) == 1 {
+		timeout = 0
+	}
+	out := make([]V, len(members))
+	answered := make([]bool, len(members))
+	quorum.Ask(ctx, members, timeout, false, func(ctx context.Context, _ int, n *node.Node) V {
+		return read(ctx, n)
+	}, func(i int, v V) bool {
+		out[i], answered[i] = v, true
+		return false
+	})
+	for i := range out {
+		if !answered[i] {
+			out[i] = failed(context.Cause(ctx))
+		}
+	}
+	return out
+}
+
+// undecided returns the error of a read (what: "holder", "leader") of
+// name whose answers decided nothing, from each node's error (nil for a
+// node that answered): the node's error, or on a quorum ErrNoQuorum with
+// the nodes'; with ctx's cause joined if it ended the read.
+func undecided(ctx context.Context, what, name string, errs []error) error {
 	var err error
-	if len(views) == 1 {
-		err = fmt.Errorf("%s %q: %w", what, name, views[0].err)
+	if len(errs) == 1 {
+		err = errs[0]
 	} else {
-		var errs []error
-		for i, v := range views {
-			if v.err != nil {
-				errs = append(errs, fmt.Errorf("node %d: %w", i, v.err))
-			}
-		}
-		err = fmt.Errorf("%s %q: %w: %d of %d nodes answered, %d needed: %w",
-			what, name, ErrNoQuorum, len(views)-len(errs), len(views), c.majority(), nodeErrors(errs))
+		// The nodes that answered count as yes: "read on 1 of 3 nodes".
+		_, t := quorum.Vote(len(errs), func(i int) (struct{}, bool, error) { return struct{}{}, true, errs[i] })
+		err = t.NoQuorum(len(errs), "read")
 	}
-	// The end of ctx stops the reads, and go-redis reports a deadline
-	// as an I/O timeout, which may come before ctx's own timer: the
-	// cause is joined, once.
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		<-ctx.Done() // due now
-	}
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
-		err = errors.Join(err, cause)
-	}
-	return err
+	return joinCause(ctx, fmt.Errorf("%s %q: %w", what, name, err))
 }
 
-// holderView is what one node says of a lock (lua/holder.lua).
-type holderView struct {
-	err     error
-	held    bool
-	h       Holder // the lease that holds the lock on the node, if held
-	counter int64  // the node's token counter, 0 if it has none
-}
-
-// readHolder runs lua/holder.lua on every node, at once on a quorum, and
-// waits for every answer, up to a quarter of the TTL: the token needs the
-// counters of as many nodes as answer (see Holder).
-func (c *Client) readHolder(ctx context.Context, name string) []holderView {
-	views := make([]holderView, len(c.el.members()))
-	for i := range views {
-		views[i].err = errPending
+// viewErrs returns the views' errors, node by node.
+func viewErrs(views []node.View) []error {
+	errs := make([]error, len(views))
+	for i, v := range views {
+		errs[i] = v.Err
 	}
-	c.el.gather(ctx, c.cfg.ttl/4, func(ctx context.Context, i int, n *node) func() {
-		v := c.readHolderNode(ctx, n, name)
-		return func() { views[i] = v }
-	}, func() bool { return false })
-	// Only the end of ctx leaves a node unanswered: it says so.
-	for i := range views {
-		if views[i].err == errPending {
-			views[i].err = context.Cause(ctx)
-		}
-	}
-	return views
-}
-
-// readHolderNode runs lua/holder.lua on n.
-func (c *Client) readHolderNode(ctx context.Context, n *node, name string) holderView {
-	reply, err := holderRun.eval(ctx, n.rdb, append(holderRun.args("2", 2), c.cfg.lockKey(name), c.cfg.tokenKey(name)))
-	if err != nil {
-		return holderView{err: n.follow(ctx, err)}
-	}
-	return parseHolder(reply, c.cfg.tokenKey(name))
-}
-
-// parseHolder reads lua/holder.lua's reply for the lock whose token key
-// is tokenKey.
-func parseHolder(reply any, tokenKey string) holderView {
-	r, ok := reply.([]any)
-	if !ok || len(r) != 3 {
-		return holderView{err: fmt.Errorf("fencelock: malformed holder reply of %d fields", len(r))}
-	}
-	owner, ok1 := r[0].(string)
-	pttl, ok2 := r[1].(int64)
-	token, ok3 := r[2].(string)
-	if !ok1 || !ok2 || !ok3 {
-		// Not %v of the reply: it holds the owner secret.
-		return holderView{err: fmt.Errorf("fencelock: malformed holder reply (%T, %T, %T)", r[0], r[1], r[2])}
-	}
-	var v holderView
-	if token != "" {
-		t, err := strconv.ParseInt(token, 10, 64)
-		if err != nil || t <= 0 {
-			return holderView{err: fmt.Errorf("fencelock: token key %s holds %q, not a token", tokenKey, token)}
-		}
-		v.counter = t
-	}
-	if owner != "" {
-		v.held = true
-		v.h = Holder{LeaseID: leaseID(owner), Token: v.counter, TTL: time.Duration(pttl) * time.Millisecond}
-	}
-	return v
-}
-
-// decideHolder returns the holder a majority of views agree on (by lease
-// ID), whether there is one, and whether the views decide it: nobody
-// holds the lock when no lease can have a majority, and errors may leave
-// it open.
-func decideHolder(views []holderView) (h Holder, held, decided bool) {
-	votes := map[string]int{}
-	var t tally
-	winner := ""
-	var counters []int64
-	for _, v := range views {
-		if v.err != nil {
-			t.errs = append(t.errs, v.err)
-			continue
-		}
-		counters = append(counters, v.counter)
-		if v.held {
-			votes[v.h.LeaseID]++
-			if votes[v.h.LeaseID] > t.yes {
-				t.yes, winner = votes[v.h.LeaseID], v.h.LeaseID
-			}
-		}
-	}
-	t.no = len(counters) - t.yes
-	switch t.decide(len(views), keeping) {
-	case majorityNo:
-		return Holder{}, false, true
-	case undecided:
-		return Holder{}, false, false
-	}
-	majority := majority(len(views))
-	// The greatest token a majority of counters reach, and how long the
-	// lock stays on a majority: the majority-th greatest of each, no
-	// expiry counting as the longest.
-	slices.Sort(counters)
-	h.LeaseID, h.Token = winner, counters[len(counters)-majority]
-	var ttls []time.Duration
-	for _, v := range views {
-		if v.err == nil && v.held && v.h.LeaseID == winner {
-			ttl := v.h.TTL
-			if ttl < 0 {
-				ttl = math.MaxInt64
-			}
-			ttls = append(ttls, ttl)
-		}
-	}
-	slices.Sort(ttls)
-	if h.TTL = ttls[len(ttls)-majority]; h.TTL == math.MaxInt64 {
-		h.TTL = -time.Millisecond
-	}
-	return h, true, true
+	return errs
 }

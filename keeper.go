@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/node"
 )
 
 // keeper runs the background work of a Client's leases from one timer:
@@ -67,7 +69,7 @@ func (k *keeper) add(l *Lease, renew bool) {
 
 // remove ends the lease's background work, cancelling a renewal in
 // flight, and reports whether one is; the caller waits for it with
-// l.keeping.
+// l.renewing.
 func (k *keeper) remove(l *Lease) (inflight bool) {
 	k.mu.Lock()
 	s := &l.sched
@@ -166,7 +168,7 @@ func (k *keeper) fire() {
 		s.inflight, s.renewAt = true, time.Time{}
 		s.next()
 		k.push(l)
-		l.keeping.Add(1)
+		l.renewing.Add(1)
 		due = append(due, l)
 	}
 	if len(k.queue) > 0 {
@@ -186,32 +188,32 @@ func (k *keeper) fire() {
 	for _, l := range due {
 		lb, ok := l.c.be.(batchRenewer)
 		if !ok || len(due) == 1 {
-			go l.keep()
+			go l.renewInBackground()
 			continue
 		}
 		if len(batch) == maxBatch || (len(batch) > 0 && lb != b) {
-			go keepMany(b, batch)
+			go renewBatch(b, batch)
 			batch = nil
 		}
 		b, batch = lb, append(batch, l)
 	}
 	if len(batch) > 0 {
-		go keepMany(b, batch)
+		go renewBatch(b, batch)
 	}
 }
 
-// keepMany renews leases of one Client in the background together, in
+// renewBatch renews leases of one Client in the background together, in
 // one round trip per batch (batchRenewer); the keeper has counted each in
-// its l.keeping. Release cannot cancel a batch; it waits for it until
+// its l.renewing. Release cannot cancel a batch; it waits for it until
 // its context ends.
-func keepMany(b batchRenewer, leases []*Lease) {
-	var refs []*lockRef
+func renewBatch(b batchRenewer, leases []*Lease) {
+	var refs []*node.Ref
 	var kept []*Lease
 	deadline := time.Time{}
 	for _, l := range leases {
 		if !l.c.keep.renewing(l, nil) {
 			l.c.keep.renewed(l, nil)
-			l.keeping.Done()
+			l.renewing.Done()
 			continue
 		}
 		d := l.Deadline()
@@ -226,11 +228,11 @@ func keepMany(b batchRenewer, leases []*Lease) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	held, errs := b.renewMany(ctx, refs)
+	held, errs := b.RenewMany(ctx, refs)
 	for i, l := range kept {
 		err := l.renewed(l.values(), start, held[i], errs[i])
 		l.c.keep.renewed(l, err)
-		l.keeping.Done()
+		l.renewing.Done()
 	}
 }
 
@@ -240,9 +242,9 @@ const maxBatch = 128
 // A batchRenewer renews many locks in one round trip: a node does, a
 // quorum does not (each of its renewals is a round to every node).
 type batchRenewer interface {
-	// renewMany reports, for each of refs, whether its owner still held
+	// RenewMany reports, for each of refs, whether its owner still held
 	// the lock and was renewed, or the error.
-	renewMany(ctx context.Context, refs []*lockRef) ([]bool, []error)
+	RenewMany(ctx context.Context, refs []*node.Ref) ([]bool, []error)
 }
 
 // requeue schedules a lease again whose deadline a renewal moved while

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/errs"
+	"github.com/fencelock/fencelock/internal/node"
 )
 
 // A Lease is a held lock: time-limited ownership that comes with a fencing
@@ -22,7 +24,7 @@ import (
 // A Lease is safe for concurrent use.
 type Lease struct {
 	c     *Client
-	ref   lockRef // name, keys, owner value: what the commands send
+	ref   node.Ref // name, keys, owner value: what the commands send
 	token int64
 
 	// acquiredWith is the context the lease was acquired with, for its
@@ -42,14 +44,17 @@ type Lease struct {
 	// ErrLeaseLost, or context.Canceled after Release. The first wins.
 	end error
 	// ctx is made by Context on first use, most leases being released
-	// without anyone asking for it; it ends with end either way.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	// without anyone asking for it; it ends with end either way. Making
+	// it watches the lock (unwatch stops that): a lease whose Context
+	// someone follows learns of a loss at once, not at its next renewal.
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	unwatch func()
 
 	// sched is the lease's entry in the Client's keeper, which renews it
-	// and loses it at its deadline; keeping counts its renewals in flight.
-	sched   schedule
-	keeping sync.WaitGroup
+	// and loses it at its deadline; renewing counts its renewals in flight.
+	sched    schedule
+	renewing sync.WaitGroup
 
 	// Release may be retried until it reaches a decision: the server said
 	// whether it deleted. releaseMu serialises Release calls.
@@ -66,13 +71,13 @@ func (l *Lease) start(ctx context.Context, token int64, start time.Time, keep bo
 	l.token = token
 	l.acquiredWith = ctx
 	l.acquired = start
-	l.deadline = start.Add(l.c.cfg.ttl - l.c.cfg.drift)
+	l.deadline = start.Add(l.c.cfg.TTL - l.c.cfg.Drift)
 	l.c.keep.add(l, keep && l.c.cfg.renewEvery > 0)
 }
 
 // Name returns the name of the lock, or of the semaphore whose permit the
 // lease holds (its Fence names the slot).
-func (l *Lease) Name() string { return l.ref.name }
+func (l *Lease) Name() string { return l.ref.Name }
 
 // Token returns the fencing token issued with this lease: greater than
 // every token issued before for the same lock name.
@@ -82,7 +87,7 @@ func (l *Lease) Token() int64 { return l.token }
 // It names the lease in fences and logs; it does not allow renewing or
 // releasing the lock.
 func (l *Lease) ID() string {
-	l.idOnce.Do(func() { l.id = leaseID(l.ref.owner) })
+	l.idOnce.Do(func() { l.id = node.LeaseID(l.ref.Owner) })
 	return l.id
 }
 
@@ -95,16 +100,25 @@ func (l *Lease) Fence() fence.Fence {
 // fenceName is the name the lease's tokens are issued for: the lock's
 // name, or a permit's slot name (SlotName).
 func (l *Lease) fenceName() string {
-	if l.ref.permit != nil {
-		return l.ref.slotName
+	if l.ref.Sem != nil {
+		return l.ref.SlotName
 	}
-	return l.ref.name
+	return l.ref.Name
 }
 
 // Context returns a context that ends when the lease does. If the lease
 // was lost, context.Cause reports an error wrapping ErrLeaseLost; after
 // Release it reports context.Canceled. It carries the values, but not the
 // cancellation, of the context given to Acquire.
+//
+// From the first call on, the lock is watched: the server tracks its key
+// for a connection of the Client's (CLIENT TRACKING), and tells it when a
+// command deletes, overwrites or expires the key, so that the Context
+// ends within milliseconds of the loss rather than at the next renewal
+// (on a quorum, once a majority of the nodes lost it). This needs a
+// go-redis client on RESP3 (its default), or the valkey-go or rueidis
+// transports; on a Cluster, go-redis. Elsewhere, and for a lease whose
+// Context nobody asked for, the loss is learnt at the next renewal.
 func (l *Lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -112,6 +126,10 @@ func (l *Lease) Context() context.Context {
 		l.ctx, l.cancel = context.WithCancelCause(l.values())
 		if l.end != nil {
 			l.cancel(l.end)
+		} else if !l.releasing.Load() {
+			// lost runs under the watch's lock, which stopping the
+			// watch takes: the loss goes on on a goroutine of its own.
+			l.unwatch = l.c.be.Watch(&l.ref, func() { go l.lose(l.values(), errGone) })
 		}
 	}
 	return l.ctx
@@ -160,31 +178,30 @@ func (l *Lease) Deadline() time.Time {
 // Deadline unless a later renew succeeds.
 func (l *Lease) Renew(ctx context.Context) error {
 	if l.releasing.Load() {
-		return fmt.Errorf("renew %q: %w: released", l.ref.name, ErrLeaseLost)
+		return fmt.Errorf("renew %q: %w: released", l.ref.Name, ErrLeaseLost)
 	}
 	if end := l.ended(); end != nil {
-		return fmt.Errorf("renew %q: %w", l.ref.name, end)
+		return fmt.Errorf("renew %q: %w", l.ref.Name, end)
 	}
 	return l.renew(ctx)
 }
 
 func (l *Lease) renew(ctx context.Context) error {
 	start := time.Now()
-	held, err := l.c.be.renew(ctx, &l.ref)
+	held, err := l.c.be.Renew(ctx, &l.ref)
 	return l.renewed(ctx, start, held, err)
 }
 
 // renewed takes in the outcome of a renewal sent at start: whether the
 // lock was still held, or the error. ctx is for the hooks.
 func (l *Lease) renewed(ctx context.Context, start time.Time, held bool, err error) (result error) {
-	defer func() { l.observeRenew(ctx, start, result) }()
+	defer func() { l.emitRenew(ctx, start, result) }()
 	if err != nil {
-		return fmt.Errorf("renew %q: %w", l.ref.name, err)
+		return fmt.Errorf("renew %q: %w", l.ref.Name, err)
 	}
 	if !held {
-		err := fmt.Errorf("renew %q: %w: lock is gone or held by another owner", l.ref.name, ErrLeaseLost)
-		l.lose(ctx, err)
-		return err
+		l.lose(ctx, errGone)
+		return fmt.Errorf("renew %q: %w", l.ref.Name, l.ended())
 	}
 	return l.extend(start)
 }
@@ -195,9 +212,9 @@ func (l *Lease) extend(start time.Time) error {
 	if l.end != nil { // lost while the request was in flight
 		end := l.end
 		l.mu.Unlock()
-		return fmt.Errorf("renew %q: %w", l.ref.name, end)
+		return fmt.Errorf("renew %q: %w", l.ref.Name, end)
 	}
-	d := start.Add(l.c.cfg.ttl - l.c.cfg.drift)
+	d := start.Add(l.c.cfg.TTL - l.c.cfg.Drift)
 	moved := d.After(l.deadline)
 	if moved {
 		l.deadline = d
@@ -209,10 +226,10 @@ func (l *Lease) extend(start time.Time) error {
 	return nil
 }
 
-// keep is a background renewal, run by the keeper in a goroutine of its
-// own; the keeper has counted it in l.keeping.
-func (l *Lease) keep() {
-	defer l.keeping.Done()
+// renewInBackground is a background renewal, run by the keeper in a goroutine of its
+// own; the keeper has counted it in l.renewing.
+func (l *Lease) renewInBackground() {
+	defer l.renewing.Done()
 	// A renewal that cannot finish before the deadline is of no use; one
 	// that Release stops is cancelled.
 	ctx, cancel := context.WithDeadline(l.values(), l.Deadline())
@@ -230,12 +247,12 @@ func (l *Lease) keep() {
 // nothing, and a batch cannot be cancelled at all.
 func (l *Lease) stopKeeper(ctx context.Context) error {
 	if !l.c.keep.remove(l) {
-		l.keeping.Wait() // at most the renewal's last bookkeeping
+		l.renewing.Wait() // at most the renewal's last bookkeeping
 		return nil
 	}
 	done := make(chan struct{})
 	go func() {
-		l.keeping.Wait()
+		l.renewing.Wait()
 		close(done)
 	}()
 	select {
@@ -258,15 +275,27 @@ func (l *Lease) expire(now time.Time) bool {
 	if now.Before(deadline) {
 		return false
 	}
-	l.lose(l.values(), fmt.Errorf("%w: %q not renewed before its deadline", ErrLeaseLost, l.ref.name))
+	l.lose(l.values(), errExpired)
 	return true
+}
+
+// stopWatching ends the watch of the lease's lock, if Context made one.
+func (l *Lease) stopWatching() {
+	l.mu.Lock()
+	unwatch := l.unwatch
+	l.unwatch = nil
+	l.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
 }
 
 // lose ends the lease with cause; the first cause wins. ctx is for the
 // hooks.
 func (l *Lease) lose(ctx context.Context, cause error) {
 	if l.finish(cause) {
-		l.observeLost(ctx, cause)
+		l.stopWatching()
+		l.emitLost(ctx, cause)
 	}
 }
 
@@ -285,71 +314,92 @@ func (l *Lease) lose(ctx context.Context, cause error) {
 // after Release. Once a Release has reached a decision, later calls return
 // its result and send nothing.
 func (l *Lease) Release(ctx context.Context) error {
+	_, err := l.settle(ctx)
+	return err
+}
+
+// settle is Release; it also reports whether a Release reached a
+// decision, this one or an earlier one (Election.Resign forgets a
+// leadership then).
+func (l *Lease) settle(ctx context.Context) (bool, error) {
 	l.releaseMu.Lock()
 	defer l.releaseMu.Unlock()
 	if l.decided {
-		return l.releaseErr
+		return true, l.releaseErr
 	}
 	l.releasing.Store(true)
 	decided, err := l.release(ctx)
 	if decided {
 		l.decided, l.releaseErr = true, err
 	}
-	return err
+	return decided, err
 }
+
+// releaseCalled reports whether Release was called: renewing is over.
+func (l *Lease) releaseCalled() bool { return l.releasing.Load() }
 
 func (l *Lease) release(ctx context.Context) (decided bool, err error) {
 	start := l.c.cfg.now()
-	defer func() { l.observeRelease(ctx, start, err) }()
+	defer func() { l.emitRelease(ctx, start, err) }()
+	// The release's own delete must not read as a loss.
+	l.stopWatching()
 	if err := l.stopKeeper(ctx); err != nil {
 		// Nothing was sent: the lock stays held until the deadline,
 		// which the renewal, ending after Release, cannot move.
 		l.finish(context.Canceled)
-		return false, fmt.Errorf("release %q: %w", l.ref.name, err)
+		return false, fmt.Errorf("release %q: %w", l.ref.Name, err)
 	}
 	var lost error
 	if end := l.ended(); errors.Is(end, ErrLeaseLost) {
 		lost = end
 	}
-	deleted, err := l.c.be.release(ctx, &l.ref)
+	deleted, err := l.c.be.Release(ctx, &l.ref)
 	if err != nil {
-		err = joinContext(ctx, err)
+		err = joinCause(ctx, err)
 	}
 	if deleted {
 		// This Client's next waiter need not wait for the publish to come back.
-		l.c.hub.wakeHead(l.ref.channel)
+		l.c.hub.WakeHead(l.ref.Channel)
 	}
 	switch {
 	case err != nil:
 		l.finish(context.Canceled) // unless lost first: nobody renews it now
 		if lost != nil {
-			return false, fmt.Errorf("release %q: %w", l.ref.name, errors.Join(lost, err))
+			return false, fmt.Errorf("release %q: %w", l.ref.Name, errs.Join(lost, err))
 		}
-		return false, fmt.Errorf("release %q: %w", l.ref.name, err)
+		return false, fmt.Errorf("release %q: %w", l.ref.Name, err)
 	case lost == nil && !deleted:
 		// The first sign of a loss the keeper had not seen: the lease's
 		// context ends with it, as it would have at the next renewal.
-		lost = fmt.Errorf("%w: lock is gone or held by another owner", ErrLeaseLost)
+		lost = errGone
 		l.lose(ctx, lost)
 	}
 	l.finish(context.Canceled) // unless lost first
 	if lost != nil {
-		return true, fmt.Errorf("release %q: %w", l.ref.name, lost)
+		return true, fmt.Errorf("release %q: %w", l.ref.Name, lost)
 	}
 	return true, nil
 }
 
-// joinContext joins ctx's error to err, a request's, if ctx's deadline
-// ended it: go-redis reports a request cut at the context's deadline as an
-// i/o timeout, sometimes a moment before the context itself is done.
-func joinContext(ctx context.Context, err error) error {
+// The causes of a lost lease, as its Context reports them; the calls that
+// meet them name the lock and their step ("renew \"x\": ...").
+var (
+	errGone    = fmt.Errorf("%w: the lock is gone or held by another owner", ErrLeaseLost)
+	errExpired = fmt.Errorf("%w: not renewed before its deadline", ErrLeaseLost)
+)
+
+// joinCause joins the cause of ctx to err, a request's, if ctx ended it,
+// unless err says so already: go-redis reports a request cut at the
+// context's deadline as an i/o timeout, sometimes a moment before the
+// context itself is done.
+func joinCause(ctx context.Context, err error) error {
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
 		<-ctx.Done()
 	}
-	if ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+	if ctx.Err() == nil || errors.Is(err, ctx.Err()) || errors.Is(err, context.Cause(ctx)) {
 		return err
 	}
-	return errors.Join(err, context.Cause(ctx))
+	return errs.Join(err, context.Cause(ctx))
 }
 
 // String names the lease by its lock, token and public ID, never by its

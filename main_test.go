@@ -3,10 +3,7 @@ package fencelock_test
 import (
 	"fmt"
 	"os"
-	"runtime"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/fencelock/fencelock/internal/redistest"
 	"github.com/redis/go-redis/v9/logging"
@@ -27,32 +24,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	s.Close()
 	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
+		if leaked := redistest.Leaks(); leaked != "" {
 			fmt.Fprintf(os.Stderr, "goroutines left behind after the tests:\n%s\n", leaked)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// leakedGoroutines returns the stacks of fencelock goroutines still
-// running (lease keepers, deadline timers, subscription readers), waiting
-// briefly for those that are on their way out.
-func leakedGoroutines() string {
-	var leaked []string
-	for range 50 {
-		leaked = leaked[:0]
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "fencelock.(*") && !strings.Contains(g, "leakedGoroutines") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return ""
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return strings.Join(leaked, "\n\n")
 }

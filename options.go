@@ -3,7 +3,10 @@ package fencelock
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/node"
 )
 
 // Limits on Options and lock names. They exist to turn mistakes (a TTL in
@@ -19,31 +22,62 @@ const (
 	// MaxLockDelay bounds Options.LockDelay. A name kept from everyone for
 	// longer than an hour after a crash is better left to an operator.
 	MaxLockDelay = time.Hour
+
+	// MaxTokenRetention bounds a positive Options.TokenRetention: a
+	// century, against which the TTL can be added without overflow. To keep
+	// counters forever, make it negative.
+	MaxTokenRetention = 100 * 365 * 24 * time.Hour
+
+	// MinInterval is the shortest RenewInterval, RetryInterval and
+	// NodeTimeout: below it the library would only keep the server busy.
+	MinInterval = time.Millisecond
 )
 
 // Options configure a Client. A nil *Options is valid and selects every
 // default.
 type Options struct {
 	// TTL is how long a lease stays valid in Redis without renewal.
-	// It must lie between MinTTL and MaxTTL.
+	// It must lie between MinTTL and MaxTTL. As for every field here, zero
+	// selects the default.
 	// Default: 10s.
 	TTL time.Duration
 
 	// RenewInterval is how often a held lease is renewed in the
 	// background. A negative value disables the background renewal: the
 	// holder then calls Lease.Renew itself, and the lease is lost when its
-	// Deadline passes. It must be shorter than the TTL.
+	// Deadline passes. It must lie between MinInterval and the TTL less the
+	// drift allowance (Drift), excluded.
 	// Default: TTL/3.
 	RenewInterval time.Duration
 
 	// RetryInterval bounds how long Acquire waits between attempts when no
 	// release wakes it: a lock that expires, rather than being released,
 	// publishes nothing. Waiters also retry when the holder's TTL runs
-	// out, whichever is sooner. Jitter is added.
+	// out, whichever is sooner. Jitter is added. It must be at least
+	// MinInterval.
 	// Default: 500ms.
 	RetryInterval time.Duration
 
-	// Prefix is prepended to every Redis key and channel.
+	// DownTimeout bounds how long Acquire (and Semaphore.Acquire and
+	// Election.Campaign) keeps trying while every attempt fails with an
+	// error rather than meeting a holder: Redis cannot be reached, refuses
+	// connections or the ACL user, or is failing over. Then it returns the
+	// last attempt's error, wrapping ErrNotAcquired, even though its
+	// context has not ended: a caller whose context never ends
+	// (context.Background) learns that Redis is down instead of waiting
+	// for ever. Waiting for a held lock is bounded by the context alone. A
+	// negative value keeps trying until the context ends. It must be at
+	// least RetryInterval.
+	// Default: 1m, long enough to ride out a restart, or a Sentinel
+	// failover with Sentinel's default down-after-milliseconds (30s).
+	DownTimeout time.Duration
+
+	// Prefix is prepended to every Redis key and channel, at most MaxNameLen
+	// bytes. A lock's keys share a hash tag, its name ("prefix{name}"), so
+	// that a Cluster keeps them in one slot. A Prefix with a hash tag of its
+	// own ("{app}:") puts every key of every lock in that tag's slot, on one
+	// Cluster master; an empty one ("{}", "jobs{}:") is refused, since a
+	// Cluster would then hash each key whole, to different slots.
 	// Default: "fencelock:".
 	Prefix string
 
@@ -67,9 +101,9 @@ type Options struct {
 	// rather than the Redis client's read timeout, and an acquisition
 	// decided without it keeps most of its validity. A node that does not
 	// answer in time counts as failed. With MinReplicas, ReplicaTimeout is
-	// added to the default. It must be shorter than the TTL less the drift
-	// allowance. A Client from New ignores it: its requests end with their
-	// context.
+	// added to the default. It must lie between MinInterval and the TTL
+	// less the drift allowance (Drift), excluded. A Client from New ignores
+	// it: its requests end with their context.
 	// Default: TTL/10, at most 500ms.
 	NodeTimeout time.Duration
 
@@ -81,7 +115,7 @@ type Options struct {
 	// floor (the token is never below the server's time in microseconds),
 	// unless the server's clock is then behind the last token: retention
 	// bounds memory at that price. A negative value keeps counters
-	// forever. It must be at least the TTL.
+	// forever. It must lie between the TTL and MaxTokenRetention.
 	// Default: 24h.
 	TokenRetention time.Duration
 
@@ -115,32 +149,26 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// config is Options with defaults applied and derived values computed.
+// Drift returns the allowance for clock drift that a lease of the given
+// TTL keeps: its Deadline is the TTL less Drift after its acquisition or
+// renewal was sent, so that it passes before Redis could grant the lock
+// to another holder even if the clocks run at slightly different rates.
+// It is TTL/100 + 2ms. A program that must stop work before the
+// deadline by a margin of its own (the CLI kills COMMAND this much before
+// it) reads it here rather than repeating the rule.
+func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// config is Options with defaults applied and derived values computed:
+// what the protocol needs (node.Config) and what the root package's
+// leases need beyond it.
 type config struct {
-	ttl, renewEvery, retry, replicaTimeout, retention, drift time.Duration
-	lockDelay                                                time.Duration
-	nodeTimeout                                              time.Duration
-	prefix                                                   string
-	minReplicas                                              int
-	hooks                                                    *Hooks
-	logger                                                   *slog.Logger
-	opts                                                     Options // as given, Hooks copied: Client.WithTTL starts from it
-
-	// The scripts' numeric arguments, in milliseconds, boxed once.
-	counterTTL           time.Duration // the counter's expiry at each use: retention + TTL, 0 to keep it
-	ttlArg, retentionArg any           // ttl and counterTTL in ms, boxed once
-	delayArg             any           // the delay key's expiry, TTL + LockDelay, in ms; 0 for no delay
+	node.Config
+	renewEvery time.Duration
+	down       time.Duration // DownTimeout; 0 for none
+	hooks      *Hooks
+	logger     *slog.Logger
+	opts       Options // as given, Hooks copied: Client.WithTTL starts from it
 }
-
-// Keys and channel: the lock (prefix{name}), its token counter
-// (prefix{name}:token) and its release channel share a hash tag, so one
-// script can touch them all on Cluster. The commands of
-// an attempt and its lease take them from a lockRef (lockref.go), made in
-// one allocation; these are for the rest.
-func (c *config) lockKey(name string) string  { return c.prefix + "{" + name + "}" }
-func (c *config) tokenKey(name string) string { return c.prefix + "{" + name + "}:token" }
-func (c *config) channel(name string) string  { return c.prefix + "{" + name + "}:released" }
-func (c *config) delayKey(name string) string { return c.prefix + "{" + name + "}:delay" }
 
 // Validate reports whether New would accept o, with the error, wrapping
 // ErrInvalid, that every call on such a Client would return: a
@@ -156,90 +184,93 @@ func (o *Options) config() (config, error) {
 	if o != nil {
 		opts = *o
 	}
-	c := config{
-		ttl:            opts.TTL,
-		renewEvery:     opts.RenewInterval,
-		retry:          opts.RetryInterval,
-		replicaTimeout: opts.ReplicaTimeout,
-		nodeTimeout:    opts.NodeTimeout,
-		retention:      opts.TokenRetention,
-		prefix:         opts.Prefix,
-		minReplicas:    opts.MinReplicas,
-		lockDelay:      opts.LockDelay,
-		logger:         opts.Logger,
-	}
+	c := config{renewEvery: opts.RenewInterval, down: opts.DownTimeout, logger: opts.Logger}
+	c.TTL, c.Retry, c.ReplicaTimeout, c.NodeTimeout = opts.TTL, opts.RetryInterval, opts.ReplicaTimeout, opts.NodeTimeout
+	c.Prefix, c.MinReplicas, c.LockDelay = opts.Prefix, opts.MinReplicas, opts.LockDelay
+	retention := opts.TokenRetention
 	if opts.Hooks != nil {
 		h := *opts.Hooks // later changes by the caller must not race with events
 		c.hooks = &h
 	}
 	c.opts = opts
 	c.opts.Hooks = c.hooks
-	if c.ttl == 0 {
-		c.ttl = 10 * time.Second
+	if c.TTL == 0 {
+		c.TTL = 10 * time.Second
 	}
-	if c.ttl < MinTTL || c.ttl > MaxTTL {
-		return c, fmt.Errorf("%w: TTL %v outside [%v, %v]", ErrInvalid, c.ttl, MinTTL, MaxTTL)
+	if c.TTL < MinTTL || c.TTL > MaxTTL {
+		return c, fmt.Errorf("%w: TTL %v outside [%v, %v]", ErrInvalid, c.TTL, MinTTL, MaxTTL)
 	}
-	// Redis and the client clocks may run at slightly different rates;
-	// the local deadline ends this much before the server's expiry.
-	c.drift = c.ttl/100 + 2*time.Millisecond
+	c.Drift = Drift(c.TTL)
 	if c.renewEvery == 0 {
-		c.renewEvery = c.ttl / 3
+		c.renewEvery = c.TTL / 3
 	}
-	if c.renewEvery >= c.ttl-c.drift {
-		return c, fmt.Errorf("%w: RenewInterval %v not shorter than TTL %v", ErrInvalid, c.renewEvery, c.ttl)
+	if c.renewEvery >= c.TTL-c.Drift || c.renewEvery > 0 && c.renewEvery < MinInterval {
+		return c, fmt.Errorf("%w: RenewInterval %v not in [%v, TTL %v less drift %v)", ErrInvalid, c.renewEvery, MinInterval, c.TTL, c.Drift)
 	}
-	if c.retry == 0 {
-		c.retry = 500 * time.Millisecond
+	if c.Retry == 0 {
+		c.Retry = 500 * time.Millisecond
 	}
-	if c.retry < 0 {
-		return c, fmt.Errorf("%w: negative RetryInterval %v", ErrInvalid, c.retry)
-	}
-	if c.prefix == "" {
-		c.prefix = "fencelock:"
-	}
-	if c.minReplicas < 0 {
-		return c, fmt.Errorf("%w: negative MinReplicas %d", ErrInvalid, c.minReplicas)
-	}
-	if c.replicaTimeout == 0 {
-		c.replicaTimeout = min(time.Second, c.ttl/4)
-	}
-	if c.replicaTimeout < time.Millisecond || c.replicaTimeout >= c.ttl {
-		return c, fmt.Errorf("%w: ReplicaTimeout %v not in [1ms, TTL %v)", ErrInvalid, c.replicaTimeout, c.ttl)
-	}
-	if c.nodeTimeout == 0 {
-		c.nodeTimeout = min(c.ttl/10, 500*time.Millisecond)
-		if c.minReplicas > 0 {
-			c.nodeTimeout += c.replicaTimeout
-		}
-		c.nodeTimeout = min(c.nodeTimeout, c.ttl-c.drift-time.Millisecond)
-	}
-	if c.nodeTimeout <= 0 || c.nodeTimeout >= c.ttl-c.drift {
-		return c, fmt.Errorf("%w: NodeTimeout %v not in (0, TTL %v less drift %v)", ErrInvalid, c.nodeTimeout, c.ttl, c.drift)
+	if c.Retry < MinInterval {
+		return c, fmt.Errorf("%w: RetryInterval %v shorter than %v", ErrInvalid, c.Retry, MinInterval)
 	}
 	switch {
-	case c.retention == 0:
-		c.retention = 24 * time.Hour
-	case c.retention < 0:
-		c.retention = 0 // the script's "keep forever"
-	case c.retention < c.ttl:
-		return c, fmt.Errorf("%w: TokenRetention %v shorter than TTL %v", ErrInvalid, c.retention, c.ttl)
+	case c.down == 0:
+		c.down = time.Minute
+	case c.down < 0:
+		c.down = 0 // until the context ends
+	case c.down < c.Retry:
+		return c, fmt.Errorf("%w: DownTimeout %v shorter than RetryInterval %v", ErrInvalid, c.down, c.Retry)
+	}
+	if c.Prefix == "" {
+		c.Prefix = "fencelock:"
+	}
+	if err := checkPrefix(c.Prefix); err != nil {
+		return c, err
+	}
+	if c.MinReplicas < 0 {
+		return c, fmt.Errorf("%w: negative MinReplicas %d", ErrInvalid, c.MinReplicas)
+	}
+	if c.ReplicaTimeout == 0 {
+		c.ReplicaTimeout = min(time.Second, c.TTL/4)
+	}
+	if c.ReplicaTimeout < time.Millisecond || c.ReplicaTimeout >= c.TTL {
+		return c, fmt.Errorf("%w: ReplicaTimeout %v not in [1ms, TTL %v)", ErrInvalid, c.ReplicaTimeout, c.TTL)
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = min(c.TTL/10, 500*time.Millisecond)
+		if c.MinReplicas > 0 {
+			c.NodeTimeout += c.ReplicaTimeout
+		}
+		c.NodeTimeout = min(c.NodeTimeout, c.TTL-c.Drift-time.Millisecond)
+	}
+	if c.NodeTimeout < MinInterval || c.NodeTimeout >= c.TTL-c.Drift {
+		return c, fmt.Errorf("%w: NodeTimeout %v not in [%v, TTL %v less drift %v)", ErrInvalid, c.NodeTimeout, MinInterval, c.TTL, c.Drift)
+	}
+	switch {
+	case retention == 0:
+		retention = 24 * time.Hour
+	case retention < 0:
+		retention = 0 // the script's "keep forever"
+	case retention < c.TTL:
+		return c, fmt.Errorf("%w: TokenRetention %v shorter than TTL %v", ErrInvalid, retention, c.TTL)
+	case retention > MaxTokenRetention:
+		return c, fmt.Errorf("%w: TokenRetention %v longer than %v (a negative TokenRetention keeps counters forever)", ErrInvalid, retention, MaxTokenRetention)
 	}
 	// Below a millisecond the scripts would read the delay as none.
-	if c.lockDelay != 0 && (c.lockDelay < time.Millisecond || c.lockDelay > MaxLockDelay) {
-		return c, fmt.Errorf("%w: LockDelay %v neither 0 nor in [1ms, %v]", ErrInvalid, c.lockDelay, MaxLockDelay)
+	if c.LockDelay != 0 && (c.LockDelay < time.Millisecond || c.LockDelay > MaxLockDelay) {
+		return c, fmt.Errorf("%w: LockDelay %v neither 0 nor in [1ms, %v]", ErrInvalid, c.LockDelay, MaxLockDelay)
 	}
 	// The counter is kept for the retention after its lock's last use,
 	// which lasts until the lock's expiry: a TTL from the acquisition or
 	// renewal that writes the counter's expiry. A lock taken over by
 	// expiry then still finds its counter, even with TokenRetention = TTL.
-	if c.retention > 0 {
-		c.counterTTL = c.retention + c.ttl
+	if retention > 0 {
+		c.CounterTTL = retention + c.TTL
 	}
-	c.ttlArg, c.retentionArg = c.ttl.Milliseconds(), c.counterTTL.Milliseconds()
-	c.delayArg = int64(0)
-	if c.lockDelay > 0 {
-		c.delayArg = (c.ttl + c.lockDelay).Milliseconds()
+	c.TTLArg, c.RetentionArg = c.TTL.Milliseconds(), c.CounterTTL.Milliseconds()
+	c.DelayArg = int64(0)
+	if c.LockDelay > 0 {
+		c.DelayArg = (c.TTL + c.LockDelay).Milliseconds()
 	}
 	return c, nil
 }
@@ -262,9 +293,28 @@ func checkName(name string) error {
 		return fmt.Errorf("%w: lock name length %d not in [1, %d]", ErrInvalid, len(name), MaxNameLen)
 	}
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c > 0x7e || c == '{' || c == '}' {
-			return fmt.Errorf("%w: lock name %q: byte %#x at %d is not printable ASCII other than braces", ErrInvalid, name, c, i)
+		switch c := name[i]; {
+		case c == '{' || c == '}':
+			return fmt.Errorf("%w: lock name %q has a brace at byte %d: braces would break the hash tag that keeps a lock's keys in one Cluster slot", ErrInvalid, name, i)
+		case c < 0x20 || c > 0x7e:
+			return fmt.Errorf("%w: lock name %q has byte %#x at %d: only printable ASCII is allowed (the fence's text form carries the name)", ErrInvalid, name, c, i)
 		}
+	}
+	return nil
+}
+
+// checkPrefix reports whether p can be a Prefix: at most MaxNameLen
+// bytes, and no empty hash tag. A Cluster hashes a key by the text
+// between its first '{' and the first '}' after it, or the whole key if
+// that is empty: a Prefix without a '{', or whose first '{' opens a
+// non-empty tag (closed in the Prefix or by the name's '}'), gives every
+// key of a lock the same tag.
+func checkPrefix(p string) error {
+	if len(p) > MaxNameLen {
+		return fmt.Errorf("%w: Prefix length %d more than %d", ErrInvalid, len(p), MaxNameLen)
+	}
+	if i := strings.IndexByte(p, '{'); i >= 0 && i+1 < len(p) && p[i+1] == '}' {
+		return fmt.Errorf("%w: Prefix %q has an empty hash tag at byte %d: a Cluster would hash each key of a lock whole, to different slots", ErrInvalid, p, i)
 	}
 	return nil
 }

@@ -2,31 +2,14 @@ package fencelock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/node"
+	"github.com/fencelock/fencelock/internal/quorum"
+	"github.com/fencelock/fencelock/internal/script"
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed lua/semaphore.lua
-	semaphoreTail string
-	//go:embed lua/semaphore_release.lua
-	semaphoreReleaseTail string
-
-	// lua/semaphore.lua takes a slot with lua/acquire.lua, and
-	// lua/semaphore_release.lua releases one with lua/release.lua, each
-	// run as a function of its own KEYS and ARGV (parameters that shadow
-	// the globals): a permit is taken and given back by the very code
-	// that takes and gives back a lock.
-	semaphoreLua        = "local function acquire(KEYS, ARGV)\n" + acquireLua + "\nend\n" + semaphoreTail
-	semaphoreReleaseLua = "local function release(KEYS, ARGV)\n" + releaseLua + "\nend\n" + semaphoreReleaseTail
-
-	semaphoreRun, semaphoreReleaseRun = newRunner(semaphoreLua), newRunner(semaphoreReleaseLua)
 )
 
 // MaxPermits is the most permits a Semaphore may have. An acquisition on
@@ -54,52 +37,39 @@ const MaxPermits = 1024
 // re-issued, with no rule of its own: give each slot its own fenced
 // resource record, or key the resource by Fence().Lock.
 //
-// Changing N: each Semaphore value acquires with its own N, taking only
-// slots below it. A permit in a slot at or above a smaller N stays valid
-// until it is released or lost, and is never issued again by a Semaphore
-// with that N: right after a shrink from M to N, up to M permits may be
-// valid at once, and none beyond N is issued after. Growing is immediate.
+// N is kept on the server with the semaphore: its first acquisition
+// records it, and an acquisition that asks for another N is refused with
+// an error wrapping ErrInvalid that names both, so that two programs
+// cannot hand out permits by two counts. Client.Permits reads it. N
+// changes on purpose by Resize: a Semaphore with the new N records it,
+// and acquires after. A permit in a slot at or above a smaller N stays
+// valid until it is released or lost, and is never issued again: right
+// after a shrink from M to N, up to M permits may be valid at once, and
+// none beyond N is issued after. Growing is immediate. The record lapses,
+// as the slots' token counters do, after Options.TokenRetention without
+// an acquisition.
 //
 // Keys share the semaphore's hash tag (one Cluster slot): slot i's lock
-// prefix{name}:permit:i, its token counter prefix{name}:permit:i:token, and
-// one release channel; a lock, an election and a semaphore of the same
+// prefix{name}:permit:i, its token counter prefix{name}:permit:i:token,
+// the number of permits prefix{name}:permits, and one release channel; a lock, an election and a semaphore of the same
 // name do not share keys. Holders reads the semaphore; a Client's Holder
 // reads locks only.
 //
 // On a quorum Client, a permit is a slot acquired as a lock is on the
-// quorum (see NewQuorum): the client reads which slots a majority of the
-// nodes hold, then acquires the first free one through the quorum's own
-// acquisition round, so every node agrees on the slot.
+// quorum (see NewQuorum), so that every node agrees on the slot: the
+// client reads, in a round bounded by Options.NodeTimeout, which slots no
+// lease holds and no lock-delay keeps on a majority of the nodes, then
+// acquires them one after the other, starting at a random one of them,
+// through the quorum's own acquisition round, until one is granted; the
+// attempt fails as not acquired only when every slot was held or refused.
 //
 // A Semaphore is safe for concurrent use.
 type Semaphore struct {
 	c    *Client
 	name string
-	err  error       // reported by every call
-	keys *permitKeys // built once, nil if err
+	err  error // reported by every call
+	want *want // a permit of the semaphore's keys, built once; nil if err
 }
-
-// permitKeys are a semaphore's keys, built once per Semaphore so that an
-// attempt sends boxed strings it shares with every other.
-type permitKeys struct {
-	name       string
-	permits    int
-	channel    string
-	channelArg any
-	locks      []string // slot i's lock key
-	tokens     []string // slot i's token counter
-	delays     []string // slot i's lock-delay key
-	// args are lua/semaphore.lua's KEYS: each slot's lua/acquire.lua
-	// KEYS, perSlot of them, boxed once.
-	args []any
-	// releaseArgs are each slot's lock and lock-delay keys, boxed once:
-	// lua/semaphore_release.lua's KEYS.
-	releaseArgs []any
-}
-
-// perSlot is how many keys lua/acquire.lua takes for one slot; semaphore
-// builds them in its order.
-const perSlot = 3
 
 // Semaphore returns the semaphore named name with permits permits. Names
 // follow the rules of lock names (CheckName). An invalid name, or permits
@@ -114,27 +84,8 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 		s.err = fmt.Errorf("%w: semaphore %q: permits %d not in [1, %d]", ErrInvalid, name, permits, MaxPermits)
 		return s
 	}
-	s.keys = c.cfg.permitKeys(name, permits)
+	s.want = &want{proto: node.Permit, sem: c.cfg.Semaphore(name, permits)}
 	return s
-}
-
-// permitKeys builds the keys of the semaphore named name with permits
-// slots.
-func (c *config) permitKeys(name string, permits int) *permitKeys {
-	base := c.prefix + "{" + name + "}:permit"
-	p := &permitKeys{name: name, permits: permits, channel: base + "s:released",
-		locks: make([]string, permits), tokens: make([]string, permits), delays: make([]string, permits),
-		args: make([]any, 0, perSlot*permits), releaseArgs: make([]any, 0, 2*permits)}
-	p.channelArg = p.channel
-	for i := range permits {
-		p.locks[i] = base + ":" + strconv.Itoa(i)
-		p.tokens[i] = p.locks[i] + ":token"
-		p.delays[i] = p.locks[i] + ":delay"
-		p.releaseArgs = append(p.releaseArgs, p.locks[i], p.delays[i])
-		// lua/acquire.lua's KEYS for slot i, in its order.
-		p.args = append(p.args, p.locks[i], p.tokens[i], p.delays[i])
-	}
-	return p
 }
 
 // Name returns the semaphore's name.
@@ -143,17 +94,15 @@ func (s *Semaphore) Name() string { return s.name }
 // Permits returns how many permits this Semaphore hands out at most: the
 // slots it acquires, 0 to Permits-1.
 func (s *Semaphore) Permits() int {
-	if s.keys == nil {
+	if s.want == nil {
 		return 0
 	}
-	return s.keys.permits
+	return s.want.sem.Permits
 }
 
 // SlotName returns the fence name of the semaphore name's slot: the Lock
 // of the Fence of a permit in that slot, "name{permit slot}".
-func SlotName(name string, slot int) string {
-	return name + "{permit " + strconv.Itoa(slot) + "}"
-}
+func SlotName(name string, slot int) string { return node.SlotName(name, slot) }
 
 // TryAcquire makes one attempt to acquire a permit. If every permit is
 // held, the error wraps ErrNotAcquired. The returned lease is renewed in
@@ -163,10 +112,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	var t acquireTrace
-	l, _, err := s.c.try(ctx, s.name, s.keys, &t)
-	t.done(ctx, &s.c.cfg, s.name, l, err)
-	return l, err
+	return s.c.tryOnce(ctx, s.name, s.want)
 }
 
 // Acquire waits until it holds a permit or ctx is done; then the error
@@ -179,7 +125,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (l *Lease, err error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	return s.c.acquire(ctx, s.name, s.keys)
+	return s.c.acquire(ctx, s.name, s.want)
 }
 
 // Do acquires a permit, calls fn with a context and the permit's fence,
@@ -190,6 +136,64 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context, f fence
 		return err
 	}
 	return s.c.hold(ctx, l, fn)
+}
+
+// Resize makes this Semaphore's Permits the semaphore's number of permits
+// on the server (see Semaphore), whatever it was: acquisitions with the
+// new number go ahead, and with the old one are refused. On a quorum it
+// needs a majority of the nodes, else the error wraps ErrNoQuorum.
+func (s *Semaphore) Resize(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	sem, ttl := s.want.sem, s.c.cfg.CounterTTL
+	_, err := s.c.be.Each(ctx, "resized", s.c.cfg.TTL, func(ctx context.Context, _ int, n *node.Node) (bool, error) {
+		args := []any{"set", sem.Count, sem.Permits}
+		if ttl > 0 { // else kept for ever, as the counters are
+			args = append(args, "px", ttl.Milliseconds())
+		}
+		err := n.Do(ctx, redis.NewStatusCmd(ctx, args...))
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("resize %q: %w", s.name, err)
+	}
+	return nil
+}
+
+// Permits returns the number of permits of the semaphore named name, as
+// recorded on the server by its first acquisition or by Resize (on a
+// quorum, by a majority of the nodes): 0 if none is, because no Semaphore
+// of that name acquired a permit within Options.TokenRetention. If too
+// few nodes answer to decide, the error wraps ErrNoQuorum.
+func (c *Client) Permits(ctx context.Context, name string) (int, error) {
+	if err := c.check(name); err != nil {
+		return 0, err
+	}
+	key := c.cfg.Semaphore(name, 1).Count
+	type read struct {
+		n   int
+		err error
+	}
+	reads := readAll(ctx, c.be.Members(), c.cfg.TTL/4, func(ctx context.Context, n *node.Node) read {
+		cmd := redis.NewStringCmd(ctx, "get", key)
+		if err := n.Do(ctx, cmd); errors.Is(err, redis.Nil) {
+			return read{}
+		} else if err != nil {
+			return read{err: err}
+		}
+		v, err := cmd.Int()
+		return read{v, err}
+	}, func(err error) read { return read{err: err} })
+	permits, t := quorum.Vote(len(reads), func(i int) (int, bool, error) { return reads[i].n, true, reads[i].err })
+	if t.Decide(len(reads), quorum.Keeping) != quorum.MajorityYes {
+		errs := make([]error, len(reads))
+		for i, r := range reads {
+			errs[i] = r.err
+		}
+		return 0, undecided(ctx, "permits", name, errs)
+	}
+	return permits, nil
 }
 
 // PermitHolder describes one held permit: its slot and the lease that
@@ -209,14 +213,27 @@ func (s *Semaphore) Holders(ctx context.Context) ([]PermitHolder, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	var hs []PermitHolder
-	for i, v := range readSlots(ctx, s.c.el, &s.c.cfg, s.keys) {
-		h, held, decided := decideHolder(v)
-		if !decided {
-			return nil, s.c.holderUndecided(ctx, "holders", SlotName(s.name, i), v)
+	sem := s.want.sem
+	views := readAll(ctx, s.c.be.Members(), s.c.cfg.TTL/4, func(ctx context.Context, n *node.Node) []node.View {
+		reply, err := n.Eval(ctx, script.Slots, sem.SlotsArgs())
+		if err != nil {
+			return node.Failed(sem.Permits, err)
 		}
-		if held {
-			hs = append(hs, PermitHolder{Slot: i, Holder: h})
+		vs, _ := sem.ParseSlots(reply)
+		return vs
+	}, func(err error) []node.View { return node.Failed(sem.Permits, err) })
+	var hs []PermitHolder
+	for i := range sem.Permits {
+		slot := make([]node.View, len(views))
+		for j := range views {
+			slot[j] = views[j][i]
+		}
+		h, d := quorum.Holder(slot)
+		switch {
+		case d == quorum.Undecided:
+			return nil, undecided(ctx, "holders", SlotName(s.name, i), viewErrs(slot))
+		case d == quorum.MajorityYes || h.Delay > 0:
+			hs = append(hs, PermitHolder{Slot: i, Holder: Holder(h)})
 		}
 	}
 	return hs, nil
@@ -230,175 +247,23 @@ func (s *Semaphore) Attach(slot int, secret string, token int64) (*Lease, error)
 	if s.err != nil {
 		return nil, s.err
 	}
-	if slot < 0 || slot >= s.keys.permits {
-		return nil, fmt.Errorf("%w: semaphore %q: slot %d not in [0, %d)", ErrInvalid, s.name, slot, s.keys.permits)
+	if slot < 0 || slot >= s.want.sem.Permits {
+		return nil, fmt.Errorf("%w: semaphore %q: slot %d not in [0, %d)", ErrInvalid, s.name, slot, s.want.sem.Permits)
 	}
-	l, err := s.c.Attach(s.name, secret, token)
+	l, err := s.c.attach(s.name, secret, token, s.want.proto)
 	if err != nil {
 		return nil, err
 	}
-	l.ref.usePermit(s.keys)
-	l.ref.useSlot(slot)
+	l.ref.UsePermit(s.want.sem)
+	l.ref.UseSlot(slot)
 	return l, nil
-}
-
-// usePermit makes r, set by config.setRef, an attempt to take a permit of
-// p: its slot unknown until an acquisition reply names it (useSlot), its
-// channel the semaphore's.
-func (r *lockRef) usePermit(p *permitKeys) {
-	r.permit, r.slot = p, -1
-	r.channel, r.channelArg = p.channel, p.channelArg
-}
-
-// useSlot points r's lock and token keys at slot i of its semaphore.
-func (r *lockRef) useSlot(i int) {
-	p := r.permit
-	r.slot = i
-	r.lock, r.token, r.delay, r.lockArg = p.locks[i], p.tokens[i], p.delays[i], p.args[perSlot*i]
-	r.slotName = SlotName(p.name, i)
 }
 
 // Slot returns the slot of a permit's lease, in [0, permits) of its
 // Semaphore; -1 for a lock's lease.
 func (l *Lease) Slot() int {
-	if l.ref.permit == nil {
+	if l.ref.Sem == nil {
 		return -1
 	}
-	return l.ref.slot
-}
-
-// acquirePermit takes a permit of r's semaphore on one node: the slot
-// r's owner holds already or the first free one (lua/semaphore.lua),
-// through take, as a lock is taken; the cleanup after a failed attempt
-// releases whatever slot the owner holds.
-func (n *node) acquirePermit(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
-	p := r.permit
-	args := append(semaphoreRun.args(strconv.Itoa(perSlot*p.permits), len(p.args)+6), p.args...)
-	args = n.acquireArgv(append(args, p.permits, perSlot), r)
-	var slot int
-	token, held, err := n.take(ctx, p.locks[0], semaphoreRun, args, &slot, func(ctx context.Context) { n.releasePermits(ctx, r) })
-	if err == nil && token > 0 {
-		if slot < 0 || slot >= p.permits {
-			n.abandon(ctx, func(ctx context.Context) { n.releasePermits(ctx, r) })
-			return 0, 0, fmt.Errorf("fencelock: semaphore script replied slot %d of %d", slot, p.permits)
-		}
-		r.useSlot(slot)
-	}
-	return token, held, err
-}
-
-// releasePermits releases, owner-checked, whatever slot of its semaphore
-// r's owner holds on n (lua/semaphore_release.lua), waking the waiters.
-func (n *node) releasePermits(ctx context.Context, r *lockRef) (bool, error) {
-	p := r.permit
-	publish := publishArg
-	if n.shardedPubSub(ctx, p.channel) {
-		publish = spublishArg
-	}
-	args := append(semaphoreReleaseRun.args(strconv.Itoa(2*p.permits), 2*p.permits+3), p.releaseArgs...)
-	v, err := semaphoreReleaseRun.run(ctx, n.rdb, append(args, &r.owner, p.channelArg, publish))
-	return v > 0, n.follow(ctx, err)
-}
-
-// errSlotReply is a malformed lua/semaphore.lua reply.
-var errSlotReply = errors.New("fencelock: malformed semaphore reply")
-
-// readSlots reads every slot of p on every node, lua/holder.lua per slot
-// in one pipeline per node, waiting for every answer up to a quarter of
-// the TTL as Holder does: views[slot][node].
-func readSlots(ctx context.Context, el electorate, cfg *config, p *permitKeys) [][]holderView {
-	members := el.members()
-	views := make([][]holderView, p.permits)
-	for i := range views {
-		views[i] = make([]holderView, len(members))
-		for j := range views[i] {
-			views[i][j].err = errPending
-		}
-	}
-	el.gather(ctx, cfg.ttl/4, func(ctx context.Context, j int, n *node) func() {
-		vs := readSlotsNode(ctx, n, p)
-		return func() {
-			for i, v := range vs {
-				views[i][j] = v
-			}
-		}
-	}, func() bool { return false })
-	for i := range views {
-		for j := range views[i] {
-			if views[i][j].err == errPending {
-				views[i][j].err = context.Cause(ctx)
-			}
-		}
-	}
-	return views
-}
-
-// readSlotsNode runs lua/holder.lua for every slot of p on n, in one
-// pipeline.
-func readSlotsNode(ctx context.Context, n *node, p *permitKeys) []holderView {
-	cmds := make([]*redis.Cmd, p.permits)
-	run := func() error {
-		_, err := n.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
-			for i := range cmds {
-				cmds[i] = redis.NewCmd(ctx, append(holderRun.args("2", 2), p.args[perSlot*i], p.tokens[i])...)
-				pl.Process(ctx, cmds[i])
-			}
-			return nil
-		})
-		return err
-	}
-	if err := run(); noScript(err) {
-		// EVAL of one slot caches the script for the others.
-		if _, err := holderRun.eval(ctx, n.rdb, append(holderRun.args("2", 2), p.args[0], p.tokens[0])); err == nil {
-			run()
-		}
-	}
-	vs := make([]holderView, p.permits)
-	for i, cmd := range cmds {
-		reply, err := cmd.Result()
-		if err != nil {
-			vs[i] = holderView{err: n.follow(ctx, err)}
-			continue
-		}
-		vs[i] = parseHolder(reply, p.tokens[i])
-	}
-	return vs
-}
-
-// acquirePermit takes a permit of r's semaphore on a quorum. The slot is
-// chosen by the client, not by each node: nodes that each chose their own
-// first free slot could disagree, and a permit is only safe when a
-// majority holds the same slot. So one read round (as Holders reads)
-// finds the slots that no lease holds on a majority, and the first of them
-// is acquired as a lock is, through the quorum's acquisition round
-// (proposal, write-back, validity), which alone decides: a slot taken
-// meanwhile by another client fails the round like a lock held. Reading
-// first costs a round trip, but keeps the proven round unchanged and
-// makes a refusal mean contention, not a guess.
-func (q *quorum) acquirePermit(ctx context.Context, r *lockRef) (int64, time.Duration, error) {
-	var held time.Duration
-	var errs []error
-	for i, views := range readSlots(ctx, q, q.cfg, r.permit) {
-		h, taken, decided := decideHolder(views)
-		switch {
-		case !decided:
-			for _, v := range views {
-				if v.err != nil {
-					errs = append(errs, fmt.Errorf("slot %d: %w", i, v.err))
-				}
-			}
-			continue
-		case taken:
-			if h.TTL >= 0 && (held == 0 || h.TTL < held) {
-				held = h.TTL
-			}
-			continue
-		}
-		r.useSlot(i)
-		return q.acquire(ctx, r)
-	}
-	if len(errs) > 0 {
-		return 0, 0, fmt.Errorf("%w: no slot read free on a majority: %w", ErrNoQuorum, nodeErrors(errs))
-	}
-	return 0, held, nil
+	return l.ref.Slot
 }

@@ -15,6 +15,7 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis/rueidislock"
 )
 
 // A locker is one contestant's lock, bound to its Redis client(s).
@@ -54,7 +55,10 @@ type contestant struct {
 	// transport marks a row that is no lock library but floor+token on
 	// another transport (transport.go): pair tables only.
 	transport bool
-	new       func(rdbs []*redis.Client) locker
+	// limit marks a row that is the server's own limit for a pair of
+	// scripts (limit.go): the parallel table only, run by runLimit.
+	limit *serverLimit
+	new   func(rdbs []*redis.Client) locker
 }
 
 // ttl is the lock TTL of every contestant that takes one as an argument;
@@ -69,6 +73,18 @@ func contestants() []contestant {
 			settings: "a lock that sends nothing: what the harness itself costs per pair (pair scenarios only)",
 			nodes:    1, baseline: true,
 			new: func([]*redis.Client) locker { return nullLocker{} },
+		},
+		{
+			name:     "server limit: floor+token",
+			settings: "LIMIT, not a lock (bench/limit.go): floor+token's acquire and release scripts as pipelined EVALSHA requests, 16 pairs per pipeline on 4 connections, from a client that only encodes and counts (parallel scenario only)",
+			nodes:    1, limit: limitFloorToken,
+			new: func(r []*redis.Client) locker { return limitLocker{} },
+		},
+		{
+			name:     "server limit: fencelock",
+			settings: "LIMIT, not a lock (bench/limit.go): fencelock's acquire.lua and release.lua the same way, with a default Client's arguments",
+			nodes:    1, limit: limitFencelock,
+			new: func(r []*redis.Client) locker { return limitLocker{} },
 		},
 		{
 			name:     "floor",
@@ -115,6 +131,18 @@ func contestants() []contestant {
 			new:      func(r []*redis.Client) locker { return &fenceLocker{c: fencelock.New(r[0], nil)} },
 		},
 		{
+			name:     "fencelock/rueidis",
+			settings: "the library, defaults, over transport/rueidisconn (bench/library.go): a rueidis client of its own, defaults (auto-pipelining); concurrent calls batched into one DoMulti by the Client",
+			nodes:    1,
+			new:      func(r []*redis.Client) locker { return newFencelockRueidis(r[0]) },
+		},
+		{
+			name:     "fencelock/valkey-go",
+			settings: "the same over transport/valkeyconn: a valkey-go client of its own, defaults",
+			nodes:    1,
+			new:      func(r []*redis.Client) locker { return newFencelockValkey(r[0]) },
+		},
+		{
 			name:     "fencelock/no-keeper",
 			settings: "RenewInterval -1: no background renewal goroutine (the holder renews itself)",
 			nodes:    1,
@@ -146,6 +174,22 @@ func contestants() []contestant {
 				return &redislockLocker{c: redislock.New(r[0]), retry: func() redislock.RetryStrategy {
 					return redislock.LinearBackoff(time.Millisecond)
 				}}
+			},
+		},
+		{
+			name:     "rueidislock",
+			settings: "rueidis/rueidislock, defaults: KeyMajority 2 (3 keys per lock on the one server, 2 taken one after the other, the third meanwhile), validity 5s extended every 2.5s, client-side caching invalidations wake waiters and end a lost lock's context; no token",
+			nodes:    1,
+			new: func(r []*redis.Client) locker {
+				return newRueidisLock(r[0], rueidislock.LockerOption{})
+			},
+		},
+		{
+			name:     "rueidislock/one-key",
+			settings: "KeyMajority 1 and NoLoopTracking: its README's settings for one Redis instance (≥ 7.0.5): one key per lock",
+			nodes:    1,
+			new: func(r []*redis.Client) locker {
+				return newRueidisLock(r[0], rueidislock.LockerOption{KeyMajority: 1, NoLoopTracking: true})
 			},
 		},
 		{

@@ -94,6 +94,7 @@ func countingClients(addrs []string) ([]*redis.Client, []*counter) {
 		rdbs[i] = newClient(a)
 		cs[i] = &counter{}
 		rdbs[i].AddHook(cs[i])
+		countersByClient.Store(rdbs[i], cs[i])
 	}
 	return rdbs, cs
 }

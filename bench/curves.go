@@ -30,6 +30,7 @@ type scalingRow struct {
 // scalingContestants are the rows of the scaling curve.
 var scalingContestants = map[string]bool{
 	"floor": true, "floor+token": true, "fencelock": true, "redislock": true, "redsync": true,
+	"rueidislock": true, "rueidislock/one-key": true,
 }
 
 func (h *harness) scalingScenario(ctx context.Context, cs []contestant) []scalingRow {
@@ -113,10 +114,11 @@ type waitersRow struct {
 	errs, violations  int
 }
 
-// waitersContestants are the rows of the waiters curve: fencelock, and
-// the peers' best settings for contention, which poll.
+// waitersContestants are the rows of the waiters curve: fencelock, the
+// polling peers' best settings for contention, and rueidislock, whose
+// waiters wait for an invalidation or a release in the same Locker.
 var waitersContestants = map[string]bool{
-	"fencelock": true, "floor+token": true, "redislock/tuned": true,
+	"fencelock": true, "floor+token": true, "redislock/tuned": true, "rueidislock": true,
 }
 
 // waitersScenario runs the contended scenario on one lock with n waiters

@@ -5,9 +5,12 @@ go 1.25.0
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/fencelock/fencelock v0.1.0
+	github.com/fencelock/fencelock/transport/rueidisconn v0.1.0
+	github.com/fencelock/fencelock/transport/valkeyconn v0.1.0
 	github.com/go-redsync/redsync/v4 v4.17.0
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/redis/rueidis v1.0.76
+	github.com/redis/rueidis v1.0.79
+	github.com/valkey-io/valkey-go v1.0.79
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -22,5 +25,5 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 )

@@ -18,6 +18,8 @@ type report struct {
 	cfg         config
 	started     time.Time
 	env         string
+	host        host
+	load        [2]float64 // 1-minute load average at the start and the end
 	uncontended []pairRow
 	parallel    []pairRow
 	contended   []contRow
@@ -74,7 +76,7 @@ type rtRow struct {
 func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	var cs []contestant
 	for _, c := range append(contestants(), quorumContestants()...) {
-		if c.floor || c.baseline || cfg.only == nil || cfg.only.MatchString(c.name) {
+		if c.floor || c.baseline || c.limit != nil || cfg.only == nil || cfg.only.MatchString(c.name) {
 			cs = append(cs, c)
 		}
 	}
@@ -101,14 +103,21 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		r.quorumNote = ""
 	}
 	r.env = environment(ctx, rdbs[0])
+	r.host, r.load = hostInfo(), [2]float64{loadAverage(), -1}
+	defer func() { r.load[1] = loadAverage() }()
 	h := &harness{cfg: cfg, rdbs: rdbs, addrs: addrs, log: log}
 
-	var plain, locks, rt []contestant // rows for the pair, contended and round-trip scenarios
+	// Rows for the uncontended and parallel, contended and round-trip
+	// scenarios.
+	var plain, parallel, locks, rt []contestant
 	for _, c := range cs {
 		if !c.contendedOnly {
-			plain = append(plain, c)
+			parallel = append(parallel, c)
+			if c.limit == nil {
+				plain = append(plain, c)
+			}
 		}
-		if !c.baseline && !c.transport {
+		if !c.baseline && !c.transport && c.limit == nil {
 			locks = append(locks, c)
 			if !c.contendedOnly {
 				rt = append(rt, c)
@@ -119,7 +128,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		r.uncontended = h.pairScenario(ctx, "uncontended", plain, 1)
 	}
 	if cfg.scenarios["2"] {
-		r.parallel = h.pairScenario(ctx, "parallel", plain, cfg.goroutines)
+		r.parallel = h.pairScenario(ctx, "parallel", parallel, cfg.goroutines)
 	}
 	if cfg.scenarios["3"] {
 		r.contended = h.contendedScenario(ctx, locks)
@@ -202,8 +211,13 @@ func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contes
 				progress(h.log, "flush: %v", err)
 			}
 			p := h.prefix()
-			runPairs(ctx, lockers[i], nil, p+":warm", 1, time.Second, h.cfg.warmPairs)
-			res := runPairs(ctx, lockers[i], h.rdbs[:cs[i].nodes], p, goroutines, h.cfg.dur, h.cfg.maxOps)
+			var res *pairResult
+			if l := cs[i].limit; l != nil {
+				res = runLimit(ctx, l, h.addrs[0], h.rdbs[0], p, h.cfg.dur)
+			} else {
+				runPairs(ctx, lockers[i], nil, p+":warm", 1, time.Second, h.cfg.warmPairs)
+				res = runPairs(ctx, lockers[i], h.rdbs[:cs[i].nodes], p, goroutines, h.cfg.dur, h.cfg.maxOps)
+			}
 			c := res.use.per(res.pairs)
 			progress(h.log, "%-11s rep %d %-22s %8.0f pairs/s  server %5.1fµs client %5.1fµs allocs %5.1f per pair  errors %d",
 				scenario, rep, cs[i].name, res.perSec(), c.server, c.client, c.allocs, res.errs)
@@ -229,7 +243,7 @@ func (h *harness) pairScenario(ctx context.Context, scenario string, cs []contes
 			u := res.use.per(res.pairs)
 			srv, cli = append(srv, u.server), append(cli, u.client)
 			a := u.allocs
-			if harness >= 0 && harness != i && rep < len(runs[harness]) {
+			if harness >= 0 && harness != i && c.limit == nil && rep < len(runs[harness]) {
 				h := runs[harness][rep]
 				a -= h.use.per(h.pairs).allocs // the harness's own, per pair
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/redistest"
 )
 
 // TestHarness runs every scenario in a tiny mode so the harness cannot
@@ -27,9 +29,14 @@ func TestHarness(t *testing.T) {
 	all := append(contestants(), quorumContestants()...)
 	// The harness's baseline row and the transport rows are only in the
 	// pair tables.
-	var plain, locks, transports int
+	// The server-limit rows only in the parallel one.
+	var plain, locks, transports, limits int
 	for _, c := range all {
-		if !c.contendedOnly {
+		switch {
+		case c.limit != nil:
+			limits++
+			continue
+		case !c.contendedOnly:
 			plain++
 		}
 		if c.transport {
@@ -38,9 +45,12 @@ func TestHarness(t *testing.T) {
 			locks++
 		}
 	}
-	if len(r.uncontended) != plain || len(r.parallel) != plain || len(r.roundTrips) != plain-1-transports || len(r.contended) != locks {
+	if limits != 2 {
+		t.Errorf("%d server-limit rows, want 2 (fencelock's scripts, floor+token's)", limits)
+	}
+	if len(r.uncontended) != plain || len(r.parallel) != plain+limits || len(r.roundTrips) != plain-1-transports || len(r.contended) != locks {
 		t.Fatalf("rows: %d uncontended, %d parallel, %d round-trip, %d contended; want %d, %d, %d, %d",
-			len(r.uncontended), len(r.parallel), len(r.roundTrips), len(r.contended), plain, plain, plain-1-transports, locks)
+			len(r.uncontended), len(r.parallel), len(r.roundTrips), len(r.contended), plain, plain+limits, plain-1-transports, locks)
 	}
 	for _, rows := range [][]pairRow{r.uncontended, r.parallel} {
 		for _, row := range rows {
@@ -59,12 +69,16 @@ func TestHarness(t *testing.T) {
 	}
 	// Round trips are structural: exact counts.
 	want := map[string][3]float64{ // acquire, release, renew
-		"floor":             {1, 1, 1},
-		"floor+token":       {1, 1, 1},
-		"fencelock":         {1, 1, 1},
-		"redislock":         {1, 1, 1},
-		"redsync":           {1, 1, 1},
-		"redsync/redlock-3": {1, 1, 1},
+		"floor":               {1, 1, 1},
+		"floor+token":         {1, 1, 1},
+		"fencelock":           {1, 1, 1},
+		"fencelock/rueidis":   {1, 1, 1},
+		"fencelock/valkey-go": {1, 1, 1},
+		"redislock":           {1, 1, 1},
+		"redsync":             {1, 1, 1},
+		"redsync/redlock-3":   {1, 1, 1},
+		// rueidislock renews by itself: no call to count.
+		"rueidislock/one-key": {1, 1, 0},
 	}
 	for _, row := range r.roundTrips {
 		if row.err != nil {
@@ -85,10 +99,17 @@ func TestHarness(t *testing.T) {
 		if row.c.name == "redsync/redlock-3" && row.res.acq.clientCmds != 3 {
 			t.Errorf("redlock-3 acquire sends %v commands, want 3 (one per node)", row.res.acq.clientCmds)
 		}
+		// Three keys: two acquired in turn, the third meanwhile (it may
+		// be counted with the next operation), all three released.
+		if row.c.name == "rueidislock" && (row.res.acq.clientCmds < 2 || row.res.acq.clientCmds > 3 || row.res.rel.clientCmds < 2.5) {
+			t.Errorf("rueidislock (3 keys) sends %v commands to acquire and %v to release, want 2-3 and 3",
+				row.res.acq.clientCmds, row.res.rel.clientCmds)
+		}
 	}
 	var out bytes.Buffer
 	r.markdown(&out)
-	for _, h := range []string{"### 1.", "### 2.", "### 3.", "### 4.", "### 6.", "| floor |"} {
+	for _, h := range []string{"### 1.", "### 2.", "### 3.", "### 4.", "### 6.", "| floor |", "Host: ", " system call ",
+		"| server limit: fencelock |", "| fencelock | ", "% of fencelock's limit", "× rueidislock |"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("report lacks %q:\n%s", h, out.String())
 		}
@@ -155,5 +176,43 @@ func TestHarness_curves(t *testing.T) {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("report lacks %q", h)
 		}
+	}
+}
+
+// TestRunLimit_success counts only the success paths: pairs whose
+// release finds the lock held by another owner are errors, not pairs.
+func TestRunLimit_success(t *testing.T) {
+	srv, err := redistest.Launch(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	rdb := newClient(srv.Addr())
+	t.Cleanup(func() { rdb.Close() })
+	for _, tc := range []struct {
+		name string
+		l    *serverLimit
+		ok   bool
+	}{
+		{"fencelock", limitFencelock, true},
+		{"floor+token", limitFloorToken, true},
+		{"other owner's release", &serverLimit{
+			acquire: limitFencelock.acquire, release: limitFencelock.release,
+			encode: func(b []byte, acq, rel, key, owner string) []byte {
+				lock, token, delay, channel := libKeys(key)
+				b = appendCommand(b, "EVALSHA", acq, "3", lock, token, delay, owner, libTTL, libCounter, "0", "0")
+				return appendCommand(b, "EVALSHA", rel, "1", lock, "another owner", channel, "PUBLISH")
+			},
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runLimit(t.Context(), tc.l, srv.Addr(), rdb, "t", 50*time.Millisecond)
+			if tc.ok && (res.errs != 0 || res.pairs == 0) {
+				t.Errorf("%d pairs, %d errors (%v); want some pairs, no errors", res.pairs, res.errs, res.firstErr)
+			}
+			if !tc.ok && (res.errs == 0 || res.pairs != 0) {
+				t.Errorf("%d pairs, %d errors; want no pairs, errors", res.pairs, res.errs)
+			}
+		})
 	}
 }

@@ -46,12 +46,14 @@ var series = map[string]struct {
 	c    color.Color
 	dash []vg.Length
 }{
-	"fencelock":       {color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, nil},
-	"floor":           {color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, []vg.Length{vg.Points(4), vg.Points(3)}},
-	"floor+token":     {color.RGBA{A: 0xff}, []vg.Length{vg.Points(6), vg.Points(2)}},
-	"redislock":       {color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, nil},
-	"redislock/tuned": {color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, nil},
-	"redsync":         {color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, nil},
+	"fencelock":           {color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, nil},
+	"floor":               {color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, []vg.Length{vg.Points(4), vg.Points(3)}},
+	"floor+token":         {color.RGBA{A: 0xff}, []vg.Length{vg.Points(6), vg.Points(2)}},
+	"redislock":           {color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, nil},
+	"redislock/tuned":     {color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, nil},
+	"redsync":             {color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, nil},
+	"rueidislock":         {color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, nil},
+	"rueidislock/one-key": {color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, []vg.Length{vg.Points(2), vg.Points(2)}},
 }
 
 func newPlot(title, x, y string) *plot.Plot {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -11,6 +12,8 @@ func (r *report) markdown(w io.Writer) {
 	c := r.cfg
 	fmt.Fprintf(w, "Run %s on %s. %d repetitions; figures are medians over them, ratios are medians of the per-repetition ratios measured side by side.\n\n",
 		r.started.Format("2006-01-02 15:04 MST"), r.env, c.reps)
+	fmt.Fprintf(w, "Host: %s; load average %s at the start, %s at the end (1 minute, %d CPUs).\n\n",
+		r.host, loadCell(r.load[0]), loadCell(r.load[1]), runtime.NumCPU())
 	if len(r.uncontended) > 0 {
 		fmt.Fprintf(w, "### 1. Uncontended: 1 goroutine, a new lock name per pair, %v per run\n\n", c.dur)
 		pairTable(w, r.uncontended)
@@ -18,6 +21,8 @@ func (r *report) markdown(w io.Writer) {
 	if len(r.parallel) > 0 {
 		fmt.Fprintf(w, "### 2. Parallel: %d goroutines, a new lock name per pair, %v per run\n\n", c.goroutines, c.dur)
 		pairTable(w, r.parallel)
+		fmt.Fprintf(w, "Side by side: pairs/s over other rows' and over the server's limit, medians of the per-repetition ratios\n\n")
+		sideTable(w, r.parallel)
 	}
 	if len(r.contended) > 0 {
 		fmt.Fprintf(w, "### 3. Contended: %d goroutines on one lock name, hold %v, think %v, %v per run\n\n",
@@ -96,10 +101,14 @@ func pairTable(w io.Writer, rows []pairRow) {
 		if r.hasFloorTokn {
 			sides = fmt.Sprintf("%.2f×, %.2f×", r.xServer, r.xClient)
 		}
+		p50, xp50, p99 := us(r.p50), ratio(r.xP50, r.hasFloorTokn), us(r.p99)
+		if r.c.limit != nil {
+			p50, xp50, p99 = "–", "–", "–" // pipelines, not pairs, are timed
+		}
 		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %.1f | %.1f | %.2f | %.1f | %s | %s | %s | %s | %s |\n", r.c.name, r.perSec,
 			ratio(r.xFloor, r.hasFloor), ratio(r.xFloorToken, r.hasFloorTokn),
 			r.cost.server, r.cost.client, busy, r.cost.allocs, sides,
-			us(r.p50), ratio(r.xP50, r.hasFloorTokn), us(r.p99), errCell(r.errs, r.firstErr))
+			p50, xp50, p99, errCell(r.errs, r.firstErr))
 	}
 	fmt.Fprintln(w)
 }
@@ -246,4 +255,67 @@ func heldTable(w io.Writer, rows []heldRow) {
 			r.renewals, r.clientCPU, per, r.serverCPU, r.lost, r.errs)
 	}
 	fmt.Fprintln(w)
+}
+
+// sideBy are the rows that the side-by-side table divides every row's
+// pairs/s by: the targets' baselines, then the server's limits.
+var sideBy = []string{"floor+token", "redislock", "rueidislock", "rueidislock/one-key", "redsync/redlock-3",
+	"server limit: fencelock", "server limit: floor+token"}
+
+// sideTable gives each row's pairs/s over sideBy's that ran, as medians
+// of the ratios within each repetition (the rows' perRep, index by
+// index).
+func sideTable(w io.Writer, rows []pairRow) {
+	var by []*pairRow
+	for _, name := range sideBy {
+		for j := range rows {
+			if rows[j].c.name == name {
+				by = append(by, &rows[j])
+			}
+		}
+	}
+	fmt.Fprint(w, "| contestant | pairs/s |")
+	for _, b := range by {
+		if n, ok := strings.CutPrefix(b.c.name, "server limit: "); ok {
+			fmt.Fprintf(w, " %% of %s's limit |", n)
+		} else {
+			fmt.Fprintf(w, " × %s |", b.c.name)
+		}
+	}
+	fmt.Fprint(w, "\n|---|---:|")
+	for range by {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		if r.c.baseline {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.0f |", r.c.name, r.perSec)
+		for _, b := range by {
+			var xs []float64
+			for rep := 0; rep < min(len(r.perRep), len(b.perRep)); rep++ {
+				if b.perRep[rep] > 0 {
+					xs = append(xs, r.perRep[rep]/b.perRep[rep])
+				}
+			}
+			switch {
+			case len(xs) == 0:
+				fmt.Fprint(w, " – |")
+			case b.c.limit != nil:
+				fmt.Fprintf(w, " %.0f%% |", 100*median(xs))
+			default:
+				fmt.Fprintf(w, " %.2f× |", median(xs))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+func loadCell(x float64) string {
+	if x < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f", x)
 }

@@ -253,10 +253,12 @@ func measureRoundTrips(ctx context.Context, c contestant, addrs []string, prefix
 	rdbs, counters := countingClients(addrs[:c.nodes])
 	defer func() {
 		for _, r := range rdbs {
+			countersByClient.Delete(r)
 			r.Close()
 		}
 	}()
 	l := c.new(rdbs)
+	defer closeAll([]locker{l})
 	for i := range 3 {
 		h, err := l.acquire(ctx, prefix+":warm:"+strconv.Itoa(i))
 		if err != nil {

@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/script"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -142,29 +139,11 @@ func (r rueidisTransport) renew(ctx context.Context, key, value string) (int64, 
 }
 
 // The script rows send fencelock's own acquisition and release scripts
-// (lua/acquire.lua and lua/release.lua, read from the checkout), with a new owner per acquisition as the library
+// (internal/script: lua/acquire.lua and lua/release.lua, exactly the text
+// the library sends), with a new owner per acquisition as the library
 // does, and nothing else of the library: no lease, keeper, batcher or
 // wake-up. Beside floor+token they give what the scripts alone cost; on
 // rueidis, what they cost on a transport whose writes and reads overlap.
-
-// libScripts are fencelock's scripts, or the error that reading them met.
-// They are read beside this file's source: the checkout the bench was
-// built from, whatever the working directory.
-var libScripts = sync.OnceValues(func() ([2]string, error) {
-	var s [2]string
-	_, here, _, ok := runtime.Caller(0)
-	if !ok {
-		return s, errors.New("fencelock's scripts: no source path to find them by")
-	}
-	for i, name := range []string{"acquire.lua", "release.lua"} {
-		b, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "lua", name))
-		if err != nil {
-			return s, fmt.Errorf("fencelock's scripts: %w", err)
-		}
-		s[i] = string(b)
-	}
-	return s, nil
-})
 
 // Arguments as a Client from New(rdb, nil) sends them: TTL 10s, the
 // counter kept 24h after the lock would expire, no proposal, no
@@ -186,11 +165,7 @@ type libGoRedis struct {
 }
 
 func newLibGoRedis(rdb *redis.Client) locker {
-	s, err := libScripts()
-	if err != nil {
-		return failing{err}
-	}
-	return &tokenLocker{t: libGoRedis{rdb: rdb, take: redis.NewScript(s[0]), free: redis.NewScript(s[1])}}
+	return &tokenLocker{t: libGoRedis{rdb: rdb, take: redis.NewScript(script.Acquire.Src), free: redis.NewScript(script.Release.Src)}}
 }
 
 func (l libGoRedis) acquire(ctx context.Context, key, value string) (int64, error) {
@@ -214,11 +189,7 @@ type libRueidis struct {
 }
 
 func newLibRueidis(rdb *redis.Client) locker {
-	s, err := libScripts()
-	if err != nil {
-		return failing{err}
-	}
-	return &tokenLocker{t: libRueidis{c: rueidisClient(rdb), take: rueidis.NewLuaScript(s[0]), free: rueidis.NewLuaScript(s[1])}}
+	return &tokenLocker{t: libRueidis{c: rueidisClient(rdb), take: rueidis.NewLuaScript(script.Acquire.Src), free: rueidis.NewLuaScript(script.Release.Src)}}
 }
 
 func (l libRueidis) acquire(ctx context.Context, key, value string) (int64, error) {
@@ -234,8 +205,3 @@ func (l libRueidis) release(ctx context.Context, key, value string) (int64, erro
 func (l libRueidis) renew(ctx context.Context, key, value string) (int64, error) {
 	return rueidisTransport{l.c}.renew(ctx, key, value)
 }
-
-// failing is a locker whose every acquisition fails with err.
-type failing struct{ err error }
-
-func (f failing) acquire(context.Context, string) (held, error) { return nil, f.err }

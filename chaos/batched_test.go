@@ -14,6 +14,7 @@ import (
 // and a dropped reply is a whole batch's. Each caller must still release
 // what its lost acquisition took.
 func TestLostReplyBatched(t *testing.T) {
+	skipOnTransport(t, skipHooked)
 	runScenario(t, lostReplyScenario("lost-reply-batched", nil, true))
 }
 
@@ -25,7 +26,7 @@ func TestServerPauseBatched(t *testing.T) {
 		srv := redistest.New(t)
 		rdb := redis.NewClient(redisOptions(srv.Addr()))
 		t.Cleanup(func() { rdb.Close() })
-		c := lockClient(rdb)
+		c := lockClient(t, rdb)
 		s := &standalone{srv: srv}
 		for range holderCount {
 			s.clients = append(s.clients, c)

@@ -3,13 +3,30 @@ module github.com/fencelock/fencelock/chaos
 go 1.25.0
 
 require (
+	github.com/aws/aws-sdk-go-v2/service/s3 v1.115.0
+	github.com/aws/smithy-go v1.28.9
 	github.com/fencelock/fencelock v0.1.0
+	github.com/fencelock/fencelock/fence/s3fence v0.1.0
 	github.com/fencelock/fencelock/fence/sqlfence v0.1.0
+	github.com/fencelock/fencelock/transport/rueidisconn v0.1.0
+	github.com/fencelock/fencelock/transport/valkeyconn v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/rueidis v1.0.79
+	github.com/valkey-io/valkey-go v1.0.79
 	modernc.org/sqlite v1.59.0
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.1 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/checksum v1.11.13 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.12 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -32,3 +49,6 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
+
+
+

@@ -121,6 +121,15 @@ type world struct {
 	// permits, if not 0, makes the run's lock name a semaphore of that
 	// many permits, which the holders take instead of the lock.
 	permits int
+	// starts, if set, says that holders closes the run's started once
+	// the holders are ready (processes, which a loaded machine starts
+	// slowly): the nemesis's runFor counts from then, not from the
+	// run's beginning.
+	starts bool
+	// healWhen, if set, is what a fault waits for, besides its hold,
+	// before it is healed: a channel closed once the fault has done its
+	// work (aimed: when it was aimed), however slowly the machine runs.
+	healWhen func(r *run, aimed time.Time) <-chan struct{}
 }
 
 // run is one randomized run.
@@ -138,7 +147,9 @@ type run struct {
 	// nemesisDone is closed when the nemesis has returned: no read is
 	// offered to it after that.
 	nemesisDone chan struct{}
-	faults      int
+	// started is closed when the holders are ready (world.starts).
+	started chan struct{}
+	faults  int
 	// notes say why the nemesis could not inject a fault it meant to:
 	// they make a fenced run inconclusive.
 	notes []string
@@ -386,6 +397,10 @@ func oneRun(t *testing.T, w *world, seed uint64, fenced bool) (*chaos.Report, *r
 		reads:  make(chan readEvent),
 
 		nemesisDone: make(chan struct{}),
+		started:     make(chan struct{}),
+	}
+	if !w.starts {
+		close(r.started)
 	}
 	defer func() {
 		for _, f := range slices.Backward(r.cleanups) {
@@ -576,11 +591,6 @@ func (hr *httpResource) resource(r *run) (*chaos.Journal, func(int) fence.Store)
 	return res.Journal, func(i int) fence.Store { return &chaos.HTTPStore{URL: hr.urls[i], Client: hr.clients[r.fenced][i]} }
 }
 
-// lockClient returns a lock client over rdb with the runs' options.
-func lockClient(rdb redis.UniversalClient) *fencelock.Client {
-	return fencelock.New(rdb, lockOptions())
-}
-
 func lockOptions() *fencelock.Options {
 	return &fencelock.Options{TTL: ttl, RetryInterval: 10 * time.Millisecond}
 }
@@ -663,12 +673,14 @@ func targeted(f fault) func(r *run) {
 // (nil: nothing to undo) runs. A zero hold puts nothing in force: its
 // heal runs at once, so that a stall is never left shut. What is in force
 // at the end is healed. The other reads are answered at once.
-// Timers decide when faults end; nothing asserts on timing.
+// Timers decide when faults end (and world.healWhen, if set); nothing
+// asserts on timing. runFor counts from when the holders have started.
 func aimAtReads(r *run, skip func(readEvent) bool, aim func(readEvent) (stall <-chan struct{}, hold time.Duration, heal func())) {
+	<-r.started
 	end := time.NewTimer(runFor)
 	defer end.Stop()
 	var (
-		healC <-chan time.Time
+		healC <-chan struct{}
 		heal  func()
 	)
 	healNow := func() {
@@ -691,16 +703,35 @@ func aimAtReads(r *run, skip func(readEvent) bool, aim func(readEvent) (stall <-
 				ev.reply <- nil
 				continue
 			}
+			aimed := time.Now()
 			stall, hold, h := aim(ev)
 			ev.reply <- stall
 			switch {
 			case hold > 0:
-				heal, healC = h, time.After(hold)
+				heal, healC = h, healAfter(r, aimed, hold)
 			case h != nil:
 				h()
 			}
 		}
 	}
+}
+
+// healAfter returns a channel closed once hold has passed and, if the
+// world says so, once what its healWhen waits for has happened.
+func healAfter(r *run, aimed time.Time, hold time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	var when <-chan struct{}
+	if r.w.healWhen != nil {
+		when = r.w.healWhen(r, aimed)
+	}
+	go func() {
+		<-time.After(hold)
+		if when != nil {
+			<-when
+		}
+		close(c)
+	}()
+	return c
 }
 
 // standalone is a world with one lock Redis that every holder reaches
@@ -721,7 +752,7 @@ func standaloneOn(t *testing.T, srv *redistest.Server) *standalone {
 		rdb := redis.NewClient(redisOptions(p.Addr()))
 		t.Cleanup(func() { rdb.Close() })
 		s.proxies = append(s.proxies, p)
-		s.clients = append(s.clients, lockClient(rdb))
+		s.clients = append(s.clients, lockClient(t, rdb))
 	}
 	return s
 }

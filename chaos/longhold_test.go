@@ -49,7 +49,7 @@ func TestLongHold(t *testing.T) {
 			rdb := redis.NewClient(redisOptions(p.Addr()))
 			t.Cleanup(func() { rdb.Close() })
 			proxies = append(proxies, p)
-			clients = append(clients, fencelock.New(rdb, opts))
+			clients = append(clients, newLock(t, rdb, opts))
 		}
 		return &world{
 			lock: func(i int) *fencelock.Client { return clients[i] },

@@ -1,20 +1,19 @@
 package chaos_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/chaos"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/redistest"
@@ -32,20 +31,20 @@ type holderConfig struct {
 	Name   string // the lock name
 	Fenced bool   // send fences (httpfence.Transport)
 	Seed   uint64
-	Until  int64  // wall clock, ns: stop starting cycles
-	Out    string // where to write the History
-	// Stream makes the holder write each record to Out as it is made
-	// (chaos.Recorder.Stream) rather than the History at the end, for
-	// holders that may be killed.
-	Stream bool
+	Out    string // where it writes each record as it makes it (chaos.Recorder.Stream): it may be killed
 }
 
 // TestHolderProcess is not a test: it is the body of a holder process
-// that TestHolderProcessPause starts by re-executing the test binary.
+// that procHolders (TestHolderProcessPause, TestHolderCrash) starts by
+// re-executing the test binary. It says "ready" on stdout once it has
+// reached the lock Redis, then reads from stdin when the run ends (a
+// line, wall clock ns) and works until then: the run's time starts when
+// its holders can work, not when a loaded machine gets round to starting
+// them.
 func TestHolderProcess(t *testing.T) {
 	raw := os.Getenv(holderEnv)
 	if raw == "" {
-		t.Skip("runs only as a holder process started by TestHolderProcessPause")
+		t.Skip("runs only as a holder process started by TestHolderProcessPause or TestHolderCrash")
 	}
 	var c holderConfig
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
@@ -53,18 +52,25 @@ func TestHolderProcess(t *testing.T) {
 	}
 	rdb := redis.NewClient(redisOptions(c.Lock))
 	defer rdb.Close()
-	rec := &chaos.Recorder{}
-	if c.Stream {
-		f, err := os.OpenFile(c.Out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		rec.Stream = f
+	f, err := os.OpenFile(c.Out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rec := &chaos.Recorder{Stream: f}
+	rdb.Ping(context.Background()) // dials: a failure is the holder's to meet
+	fmt.Println("ready")
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		return // the test ended before the run began
+	}
+	until, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		t.Fatalf("the run's end from stdin: %v", err)
 	}
 	h := &chaos.Holder{
 		ID:        c.ID,
-		Lock:      fencelock.New(rdb, lockOptions()),
+		Lock:      lockClient(t, rdb),
 		Name:      c.Name,
 		Store:     &chaos.HTTPStore{URL: c.URL, Client: chaos.NewHTTPClient(c.Fenced)},
 		Rec:       rec,
@@ -72,15 +78,9 @@ func TestHolderProcess(t *testing.T) {
 		TTL:       ttl,
 		OpTimeout: opTimeout,
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, c.Until))
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, until))
 	defer cancel()
 	h.Run(ctx)
-	if c.Stream {
-		return
-	}
-	if err := rec.History().WriteJSON(c.Out); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestHolderProcessPause runs the holders as processes and stops one
@@ -101,78 +101,29 @@ func TestHolderProcessPause(t *testing.T) {
 		hr.prepare = func(r *run, j *chaos.Journal) {
 			j.AfterRead = func(client int, f fence.Fence) { r.afterRead(client, f, 0) }
 		}
-		var mu sync.Mutex
-		procs := map[int]*os.Process{}
+		// The holder-crash world's processes, none of them killed.
+		ph := &procHolders{lockAddr: srv.Addr(), hr: hr, dir: t.TempDir(), admin: srv.Client(t)}
 		signal := func(t *testing.T, v int, sig syscall.Signal) {
-			mu.Lock()
-			p := procs[v]
-			mu.Unlock()
+			ph.mu.Lock()
+			p := ph.procs[v]
+			ph.mu.Unlock()
 			if p == nil {
 				return
 			}
-			if err := p.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				t.Errorf("signal %v to holder %d: %v", sig, v, err)
 			}
 		}
-		dir := t.TempDir()
 		return &world{
 			resource: hr.resource,
-			holders: func(r *run, stop <-chan struct{}) {
-				until := time.Now().Add(runFor).UnixNano()
-				var cmds []*exec.Cmd
-				var outs []string
-				for i := range holderCount {
-					out := filepath.Join(dir, fmt.Sprintf("%s-%d.json", r.name, i))
-					cfg, _ := json.Marshal(holderConfig{ID: i, Lock: srv.Addr(), URL: hr.urls[i], Name: r.name, Fenced: r.fenced, Seed: r.seed, Until: until, Out: out})
-					cmd := exec.Command(os.Args[0], "-test.run=^TestHolderProcess$", "-test.count=1")
-					cmd.Env = append(os.Environ(), holderEnv+"="+string(cfg))
-					cmd.Stderr = os.Stderr // stdout only says PASS
-					if err := cmd.Start(); err != nil {
-						r.t.Errorf("start holder %d: %v", i, err)
-						continue
-					}
-					mu.Lock()
-					procs[i] = cmd.Process
-					mu.Unlock()
-					cmds = append(cmds, cmd)
-					outs = append(outs, out)
-				}
-				<-stop
-				for _, cmd := range cmds {
-					cmd.Process.Signal(syscall.SIGCONT)
-					done := make(chan struct{})
-					go func() {
-						cmd.Wait()
-						close(done)
-					}()
-					select {
-					case <-done:
-					case <-time.After(30 * time.Second):
-						cmd.Process.Kill()
-						<-done
-					}
-				}
-				mu.Lock()
-				clear(procs)
-				mu.Unlock()
-				for _, out := range outs {
-					b, err := os.ReadFile(out)
-					var h chaos.History
-					if err == nil {
-						err = json.Unmarshal(b, &h)
-					}
-					if err != nil {
-						r.t.Errorf("holder history %s: %v", out, err)
-						continue
-					}
-					r.rec.Merge(h)
-				}
-			},
+			holders:  ph.run,
 			nemesis: targeted(fault{
 				hold:   func(r *rand.Rand) time.Duration { return between(r, 2, 4) },
 				inject: func(t *testing.T, v int) { signal(t, v, syscall.SIGSTOP) },
 				heal:   func(t *testing.T, v int) { signal(t, v, syscall.SIGCONT) },
 			}),
+			starts:   true,
+			healWhen: anotherWrite,
 		}
 	}})
 }

@@ -28,7 +28,7 @@ func TestQuorumNodeLoss(t *testing.T) {
 				t.Cleanup(func() { rdb.Close() })
 				rdbs = append(rdbs, rdb)
 			}
-			clients = append(clients, fencelock.NewQuorum(rdbs, lockOptions()))
+			clients = append(clients, newQuorumLock(t, rdbs, lockOptions()))
 		}
 		var first int
 		f := fault{

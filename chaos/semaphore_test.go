@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,7 @@ var permitFaultNames = [permitFaults]string{"pause", "lost-reply", "delay"}
 // more than semaphorePermits leases in use at the resource at once), and
 // every lost acquisition must have been released by its client.
 func TestSemaphore(t *testing.T) {
+	skipOnTransport(t, skipHooked)
 	runScenario(t, scenario{name: "semaphore", adapter: "memory", shortRuns: 3, control: staleWritePermit, setup: func(t *testing.T) *world {
 		srv := redistest.New(t)
 		lr := &lostReplies{admin: srv.Client(t)}
@@ -63,26 +65,11 @@ func TestSemaphore(t *testing.T) {
 			lr.hooks = append(lr.hooks, h)
 			rdb.AddHook(h)
 			proxies = append(proxies, p)
-			clients[i] = lockClient(rdb)
+			clients[i] = lockClient(t, rdb)
 		}
 		d := &delays{latency: make([]atomic.Int64, holderCount)}
-		faults := make([]int, permitFaults)
-		t.Cleanup(func() {
-			lr.requireEveryKind(t)
-			line := fmt.Sprintf("semaphore: faults by kind: %s %d, %s %d, %s %d", permitFaultNames[0], faults[0], permitFaultNames[1], faults[1], permitFaultNames[2], faults[2])
-			t.Log(line)
-			if *runsFlag > 0 {
-				fmt.Println(line)
-			}
-			if *seedFlag != 0 || t.Failed() {
-				return
-			}
-			for k, n := range faults {
-				if n == 0 {
-					t.Errorf("semaphore: no %s fault in any run (%s), want each kind at least once", permitFaultNames[k], line)
-				}
-			}
-		})
+		faults := faultKinds(t, "semaphore", permitFaultNames[:])
+		t.Cleanup(func() { lr.requireEveryKind(t) }) // runs before faultKinds's check
 		return &world{
 			lock: func(i int) *fencelock.Client { return clients[i] },
 			resource: func(r *run) (*chaos.Journal, func(int) fence.Store) {
@@ -108,16 +95,12 @@ func TestSemaphore(t *testing.T) {
 // timers and at the end. faults counts them by kind.
 func permitNemesis(proxies []*redistest.Proxy, lr *lostReplies, d *delays, faults []int) func(r *run) {
 	return func(r *run) {
-		next := r.rand.IntN(permitFaults)
-		skip := func(ev readEvent) bool {
+		fits := func(kind int, ev readEvent) bool {
 			long := ev.compute >= ttl
-			return next == permitLostReply && !long || next == permitDelay && long
+			return !(kind == permitLostReply && !long || kind == permitDelay && long)
 		}
-		aimAtReads(r, skip, func(ev readEvent) (<-chan struct{}, time.Duration, func()) {
-			v, kind := ev.client, next
-			next = (next + 1) % permitFaults
-			r.faults++
-			faults[kind]++
+		inTurn(r, faults, fits, func(kind int, ev readEvent) (<-chan struct{}, time.Duration, func()) {
+			v := ev.client
 			switch kind {
 			case permitLostReply:
 				lr.hooks[v].setDropping(true)
@@ -126,13 +109,70 @@ func permitNemesis(proxies []*redistest.Proxy, lr *lostReplies, d *delays, fault
 				d.latency[v].Store(int64(6 * ttl))
 				return nil, between(r.rand, 1, 1.5), func() { d.latency[v].Store(0) }
 			}
-			proxies[v].Partition()
-			stall := make(chan struct{})
-			return stall, between(r.rand, 2, 4), func() {
-				proxies[v].Heal()
-				close(stall)
-			}
+			stall, heal := pauseHolder(proxies[v])
+			return stall, between(r.rand, 2, 4), heal
 		})
+	}
+}
+
+// inTurn is the loop of the nemeses that aim kinds of faults (len(faults)
+// of them) in turn, from a random one, at a holder that has just read,
+// as aimAtReads does: a read that the next kind does not fit is skipped.
+// aim injects kind at the read and returns as aimAtReads's aim does.
+// faults counts the faults by kind.
+func inTurn(r *run, faults []int, fits func(kind int, ev readEvent) bool, aim func(kind int, ev readEvent) (<-chan struct{}, time.Duration, func())) {
+	next := r.rand.IntN(len(faults))
+	skip := func(ev readEvent) bool { return !fits(next, ev) }
+	aimAtReads(r, skip, func(ev readEvent) (<-chan struct{}, time.Duration, func()) {
+		kind := next
+		next = (next + 1) % len(faults)
+		r.faults++
+		faults[kind]++
+		return aim(kind, ev)
+	})
+}
+
+// faultKinds returns the counts, by kind (names), of the faults of a
+// scenario's runs, and registers their report when the test ends: a log
+// line, and, for randomized runs of a test not failed otherwise, an error
+// if a kind was never injected.
+func faultKinds(t *testing.T, scenario string, names []string) []int {
+	faults := make([]int, len(names))
+	t.Cleanup(func() {
+		var parts []string
+		for k, name := range names {
+			parts = append(parts, fmt.Sprintf("%s %d", name, faults[k]))
+		}
+		line := fmt.Sprintf("%s: faults by kind: %s", scenario, strings.Join(parts, ", "))
+		t.Log(line)
+		if *runsFlag > 0 {
+			fmt.Println(line)
+		}
+		if *seedFlag != 0 || t.Failed() {
+			return
+		}
+		for k, n := range faults {
+			if n == 0 {
+				t.Errorf("%s: no %s fault in any run (%s), want each kind at least once", scenario, names[k], line)
+			}
+		}
+	})
+	return faults
+}
+
+// pauseHolder freezes a holder's lock connections, each of its proxies
+// partitioned with the bytes held, as a stalled process's would be; the
+// holder waits on stall before its write, and heal ends the pause.
+func pauseHolder(proxies ...*redistest.Proxy) (stall <-chan struct{}, heal func()) {
+	for _, p := range proxies {
+		p.Partition()
+	}
+	c := make(chan struct{})
+	return c, func() {
+		for _, p := range proxies {
+			p.Heal()
+		}
+		close(c)
 	}
 }
 

@@ -30,8 +30,11 @@ type StaleError struct {
 
 func (e *StaleError) Error() string {
 	if e.Current.Lock != e.Rejected.Lock {
-		return fmt.Sprintf("%v: resource is fenced by lock %q (current token %d), not %q",
-			ErrStale, e.Current.Lock, e.Current.Token, e.Rejected.Lock)
+		// Not a stale holder but two writers under different lock names,
+		// which no retry cures: say what does.
+		return fmt.Sprintf("%v: resource is fenced by lock %q (current token %d), not %q; "+
+			"a resource is bound to the first lock name that writes it: have every writer take lock %q",
+			ErrStale, e.Current.Lock, e.Current.Token, e.Rejected.Lock, e.Current.Lock)
 	}
 	if e.Current.Token == e.Rejected.Token {
 		return fmt.Sprintf("%v: token %d belongs to lease %q, not %q (current token %d)",

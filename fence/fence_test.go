@@ -49,6 +49,9 @@ func TestStaleError(t *testing.T) {
 		{fence.Fence{Lock: "orders", Token: 5, Lease: "b"}, "token 5 is older than current token 1764431234567890"},
 		{fence.Fence{Lock: "orders", Token: cur.Token, Lease: "b"}, `belongs to lease "a", not "b"`},
 		{fence.Fence{Lock: "invoices", Token: 7, Lease: "b"}, `fenced by lock "orders" (current token 1764431234567890), not "invoices"`},
+		// A job and a worker that fence one resource under different lock
+		// names are refused on every write: the error names the fix.
+		{fence.Fence{Lock: "invoices", Token: 7, Lease: "b"}, `bound to the first lock name that writes it: have every writer take lock "orders"`},
 	}
 	for _, tt := range tests {
 		err := fence.Check(cur, tt.rejected)

@@ -6,9 +6,12 @@ import (
 	"time"
 )
 
-// Hooks receive the decisions of a Store wrapped by WithHooks, for metrics
-// and tracing (package fenceprom implements them for Prometheus). Every
-// field is optional: a nil func is skipped.
+// Hooks receive the decisions of fenced accesses, for metrics and tracing
+// (package fenceprom implements them for Prometheus): those of a Store
+// wrapped by WithHooks, and those of the adapters whose accesses are not
+// Store methods, which take Hooks of their own and report through
+// Report: sqlfence's Store.WithHooks (Tx), httpfence.Middleware.Hooks and
+// grpcfence.Server.Hooks. Every field is optional: a nil func is skipped.
 //
 // Hooks are called synchronously, after the access returned, from the
 // goroutine that made it, with the access's context (for tracing and log
@@ -64,7 +67,10 @@ func joinHook(a, b func(context.Context, AccessInfo)) func(context.Context, Acce
 
 // AccessInfo describes one fenced access.
 type AccessInfo struct {
-	// Op is the access: "put", "get" or "delete".
+	// Op is the access: "put", "get" or "delete" for the Store methods,
+	// "tx" for sqlfence's Store.Tx, "http" for a request that
+	// httpfence's Middleware checked, "grpc" for a call that grpcfence's
+	// Server checked.
 	Op string
 	// Resource is the resource's name.
 	Resource string
@@ -121,14 +127,25 @@ func (o *hooked) Delete(ctx context.Context, resource string, f Fence) error {
 }
 
 func (o *hooked) report(ctx context.Context, op, resource string, f Fence, start time.Time, err error) {
-	info := AccessInfo{Op: op, Resource: resource, Fence: f, Latency: time.Since(start), Err: err}
-	hook := o.h.Accepted
-	if err != nil {
-		hook = o.h.Failed
-		if errors.Is(err, ErrStale) {
-			hook = o.h.Stale
+	o.h.Report(ctx, AccessInfo{Op: op, Resource: resource, Fence: f, Latency: time.Since(start), Err: err})
+}
+
+// Report passes one fenced access to the func of h that its error calls
+// for: Accepted if info.Err is nil, Stale if it wraps ErrStale (with
+// info.Current set from its *StaleError), Failed otherwise. A nil h or
+// func is skipped. WithHooks reports through it; an adapter whose fenced
+// accesses are not Store methods calls it once for each of them.
+func (h *Hooks) Report(ctx context.Context, info AccessInfo) {
+	if h == nil {
+		return
+	}
+	hook := h.Accepted
+	if info.Err != nil {
+		hook = h.Failed
+		if errors.Is(info.Err, ErrStale) {
+			hook = h.Stale
 			var serr *StaleError
-			if errors.As(err, &serr) {
+			if errors.As(info.Err, &serr) {
 				info.Current = serr.Current
 			}
 		}

@@ -3,6 +3,7 @@ package fence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -108,4 +109,32 @@ func TestJoinHooks(t *testing.T) {
 	if j := fence.JoinHooks(nil, &fence.Hooks{}); j != nil {
 		t.Errorf("JoinHooks(nil, &Hooks{}) = %+v, want nil", j)
 	}
+}
+
+// Every fenced access of a Memory behind WithHooks is reported once.
+func TestWithHooks_reports(t *testing.T) {
+	fencetest.RunHooks(t, func(t *testing.T, h *fence.Hooks) fence.Store {
+		return fence.WithHooks(&fence.Memory{}, h)
+	})
+}
+
+// Report picks the func by the error, fills Current for a stale access,
+// and skips a nil Hooks and nil funcs.
+func TestHooks_Report(t *testing.T) {
+	var rec fencetest.Recorder
+	h := rec.Hooks()
+	cur := fence.Fence{Lock: "orders", Token: 7, Lease: "b"}
+	f := fence.Fence{Lock: "orders", Token: 5, Lease: "a"}
+	ctx := fencetest.WithMark(t.Context(), "report")
+	h.Report(ctx, fence.AccessInfo{Op: "tx", Resource: "r", Fence: cur})
+	h.Report(ctx, fence.AccessInfo{Op: "tx", Resource: "r", Fence: f, Err: fmt.Errorf("sqlfence: tx: %w", &fence.StaleError{Current: cur, Rejected: f})})
+	h.Report(ctx, fence.AccessInfo{Op: "tx", Resource: "r", Fence: f, Err: context.Canceled})
+	fencetest.CheckReports(t, rec.Reports(), ctx, "r",
+		fencetest.Want{Kind: "accepted", Op: "tx", Fence: cur},
+		fencetest.Want{Kind: "stale", Op: "tx", Fence: f, Current: cur},
+		fencetest.Want{Kind: "failed", Op: "tx", Fence: f, Err: context.Canceled},
+	)
+	var nilHooks *fence.Hooks
+	nilHooks.Report(ctx, fence.AccessInfo{Op: "tx"})
+	(&fence.Hooks{}).Report(ctx, fence.AccessInfo{Op: "tx"})
 }

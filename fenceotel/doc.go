@@ -10,6 +10,10 @@
 //	c := fencelock.New(rdb, &fencelock.Options{Hooks: otl.Hooks()})
 //	store := fence.WithHooks(redisfence.New(rdb, nil), otl.FenceHooks())
 //
+// The adapters whose fenced accesses are not fence.Store methods take the
+// same hooks themselves: sqlfence's Store.WithHooks (for Tx), and the
+// Hooks field of httpfence.Middleware and grpcfence.Server.
+//
 // Spans start under the span in the context given to TryAcquire, Acquire,
 // Renew, Release and the store's calls; the keeper's renewals and the
 // losses it finds go under the span of the acquisition's context. Hooks

@@ -9,6 +9,10 @@
 //	c := fencelock.New(rdb, &fencelock.Options{Hooks: m.Hooks()})
 //	store := fence.WithHooks(redisfence.New(rdb, nil), m.FenceHooks())
 //
+// The adapters whose fenced accesses are not fence.Store methods take the
+// same hooks themselves: sqlfence's Store.WithHooks (for Tx), and the
+// Hooks field of httpfence.Middleware and grpcfence.Server.
+//
 // Lock and resource names are not labels unless Options asks for them:
 // each distinct name would be a time series of its own.
 //
@@ -109,7 +113,7 @@ var (
 	acquireResults = []string{resultAcquired, resultNotAcquired, resultNotReplicated, resultError}
 	renewResults   = []string{resultOK, resultError, resultLost}
 	releaseResults = []string{resultOK, resultLost, resultError}
-	accessOps      = []string{"put", "get", "delete"}
+	accessOps      = []string{"put", "get", "delete", "tx", "http", "grpc"}
 	accessResults  = []string{resultAccepted, resultStale, resultError}
 )
 
@@ -170,7 +174,7 @@ func New(opts *Options) *Collector {
 	}
 	c.accesses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencelock_fence_accesses_total",
-		Help: "Fenced accesses to protected resources (put, get, delete), by result: accepted, stale (refused: the resource accepted a newer fence), error.",
+		Help: "Fenced accesses to protected resources (put, get, delete; tx: sqlfence Tx; http, grpc: requests and calls the middleware checked), by result: accepted, stale (refused: the resource accepted a newer fence), error.",
 	}, fenceLabels("op", "result"))
 	c.accessLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "fencelock_fence_access_duration_seconds",

@@ -129,7 +129,7 @@ fencelock_acquires_total{result="acquired"} 2
 fencelock_acquires_total{result="error"} 0
 fencelock_acquires_total{result="not_acquired"} 1
 fencelock_acquires_total{result="not_replicated"} 0
-# HELP fencelock_fence_accesses_total Fenced accesses to protected resources (put, get, delete), by result: accepted, stale (refused: the resource accepted a newer fence), error.
+# HELP fencelock_fence_accesses_total Fenced accesses to protected resources (put, get, delete; tx: sqlfence Tx; http, grpc: requests and calls the middleware checked), by result: accepted, stale (refused: the resource accepted a newer fence), error.
 # TYPE fencelock_fence_accesses_total counter
 fencelock_fence_accesses_total{op="delete",result="accepted"} 0
 fencelock_fence_accesses_total{op="delete",result="error"} 0
@@ -137,9 +137,18 @@ fencelock_fence_accesses_total{op="delete",result="stale"} 0
 fencelock_fence_accesses_total{op="get",result="accepted"} 0
 fencelock_fence_accesses_total{op="get",result="error"} 0
 fencelock_fence_accesses_total{op="get",result="stale"} 0
+fencelock_fence_accesses_total{op="grpc",result="accepted"} 0
+fencelock_fence_accesses_total{op="grpc",result="error"} 0
+fencelock_fence_accesses_total{op="grpc",result="stale"} 0
+fencelock_fence_accesses_total{op="http",result="accepted"} 0
+fencelock_fence_accesses_total{op="http",result="error"} 0
+fencelock_fence_accesses_total{op="http",result="stale"} 0
 fencelock_fence_accesses_total{op="put",result="accepted"} 2
 fencelock_fence_accesses_total{op="put",result="error"} 0
 fencelock_fence_accesses_total{op="put",result="stale"} 1
+fencelock_fence_accesses_total{op="tx",result="accepted"} 0
+fencelock_fence_accesses_total{op="tx",result="error"} 0
+fencelock_fence_accesses_total{op="tx",result="stale"} 0
 # HELP fencelock_leases_held Leases acquired and neither released nor lost yet.
 # TYPE fencelock_leases_held gauge
 fencelock_leases_held 0
@@ -215,11 +224,37 @@ fencelock_renewals_total{result="ok"} 0
 		{"fencelock_releases_total", map[string]string{"result": "lost"}},
 		{"fencelock_fence_accesses_total", map[string]string{"op": "put", "result": "stale"}},
 		{"fencelock_fence_accesses_total", map[string]string{"op": "delete", "result": "error"}},
+		{"fencelock_fence_accesses_total", map[string]string{"op": "tx", "result": "stale"}},
+		{"fencelock_fence_accesses_total", map[string]string{"op": "http", "result": "stale"}},
+		{"fencelock_fence_accesses_total", map[string]string{"op": "grpc", "result": "stale"}},
 		{"fencelock_lease_duration_seconds", nil},
 		{"fencelock_fence_access_duration_seconds", map[string]string{"op": "get"}},
 	} {
 		if got := sample(t, reg, s.name, s.labels); got != 0 {
 			t.Errorf("%s%v = %v before any event, want 0", s.name, s.labels, got)
+		}
+	}
+}
+
+// The accesses of the adapters that report through fence.Hooks.Report
+// (sqlfence's Tx, httpfence, grpcfence) are counted under their own op,
+// whose series exist at zero from the start like the Store methods'.
+func TestCollector_adapterOps(t *testing.T) {
+	m := fenceprom.New(nil)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	cur := fence.Fence{Lock: "orders", Token: 7, Lease: "b"}
+	f := fence.Fence{Lock: "orders", Token: 5, Lease: "a"}
+	h := m.FenceHooks()
+	for _, op := range []string{"tx", "http", "grpc"} {
+		h.Report(t.Context(), fence.AccessInfo{Op: op, Resource: "r", Fence: f, Err: &fence.StaleError{Current: cur, Rejected: f}})
+		h.Report(t.Context(), fence.AccessInfo{Op: op, Resource: "r", Fence: cur})
+	}
+	for _, op := range []string{"tx", "http", "grpc"} {
+		for result, want := range map[string]float64{"stale": 1, "accepted": 1, "error": 0} {
+			if got := sample(t, reg, "fencelock_fence_accesses_total", map[string]string{"op": op, "result": result}); got != want {
+				t.Errorf("fencelock_fence_accesses_total{op=%q,result=%q} = %v, want %v", op, result, got, want)
+			}
 		}
 	}
 }
@@ -276,7 +311,7 @@ func TestCollector_labels(t *testing.T) {
 	}
 
 	want := `
-# HELP fencelock_fence_accesses_total Fenced accesses to protected resources (put, get, delete), by result: accepted, stale (refused: the resource accepted a newer fence), error.
+# HELP fencelock_fence_accesses_total Fenced accesses to protected resources (put, get, delete; tx: sqlfence Tx; http, grpc: requests and calls the middleware checked), by result: accepted, stale (refused: the resource accepted a newer fence), error.
 # TYPE fencelock_fence_accesses_total counter
 fencelock_fence_accesses_total{lock="",op="delete",resource="order-1",result="accepted"} 0
 fencelock_fence_accesses_total{lock="",op="delete",resource="order-1",result="error"} 0
@@ -284,18 +319,36 @@ fencelock_fence_accesses_total{lock="",op="delete",resource="order-1",result="st
 fencelock_fence_accesses_total{lock="",op="get",resource="order-1",result="accepted"} 0
 fencelock_fence_accesses_total{lock="",op="get",resource="order-1",result="error"} 0
 fencelock_fence_accesses_total{lock="",op="get",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="",op="grpc",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="",op="grpc",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="",op="grpc",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="",op="http",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="",op="http",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="",op="http",resource="order-1",result="stale"} 0
 fencelock_fence_accesses_total{lock="",op="put",resource="order-1",result="accepted"} 0
 fencelock_fence_accesses_total{lock="",op="put",resource="order-1",result="error"} 1
 fencelock_fence_accesses_total{lock="",op="put",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="",op="tx",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="",op="tx",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="",op="tx",resource="order-1",result="stale"} 0
 fencelock_fence_accesses_total{lock="orders",op="delete",resource="order-1",result="accepted"} 0
 fencelock_fence_accesses_total{lock="orders",op="delete",resource="order-1",result="error"} 0
 fencelock_fence_accesses_total{lock="orders",op="delete",resource="order-1",result="stale"} 0
 fencelock_fence_accesses_total{lock="orders",op="get",resource="order-1",result="accepted"} 0
 fencelock_fence_accesses_total{lock="orders",op="get",resource="order-1",result="error"} 0
 fencelock_fence_accesses_total{lock="orders",op="get",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="orders",op="grpc",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="orders",op="grpc",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="orders",op="grpc",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="orders",op="http",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="orders",op="http",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="orders",op="http",resource="order-1",result="stale"} 0
 fencelock_fence_accesses_total{lock="orders",op="put",resource="order-1",result="accepted"} 1
 fencelock_fence_accesses_total{lock="orders",op="put",resource="order-1",result="error"} 0
 fencelock_fence_accesses_total{lock="orders",op="put",resource="order-1",result="stale"} 0
+fencelock_fence_accesses_total{lock="orders",op="tx",resource="order-1",result="accepted"} 0
+fencelock_fence_accesses_total{lock="orders",op="tx",resource="order-1",result="error"} 0
+fencelock_fence_accesses_total{lock="orders",op="tx",resource="order-1",result="stale"} 0
 # HELP fencelock_releases_total Releases, by result: ok, lost (the lease had been lost or the lock was gone or taken), error.
 # TYPE fencelock_releases_total counter
 fencelock_releases_total{lock="orders",result="error"} 0
@@ -361,9 +414,9 @@ func TestCollector_lint(t *testing.T) {
 	}
 	// Every label set of lock "a" and resource "r", made at zero on
 	// first sight: 3 attempt, 4 acquire, 3 renewal and 3 release results,
-	// 5 histograms, the loss counter, the gauge; 3 ops by 3 results and 3
+	// 5 histograms, the loss counter, the gauge; 6 ops by 3 results and 6
 	// latency histograms.
-	if n, want := testutil.CollectAndCount(m), 3+4+3+3+5+1+1+9+3; n != want {
+	if n, want := testutil.CollectAndCount(m), 3+4+3+3+5+1+1+18+6; n != want {
 		t.Errorf("CollectAndCount() = %d series, want %d", n, want)
 	}
 }

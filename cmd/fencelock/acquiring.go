@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -93,19 +94,19 @@ type attempts struct {
 	failure    error  // of the last attempt that Redis or the network failed
 	failing    bool   // the last attempt failed so, rather than finding the lock held
 	renewError error
-	// attempted, if set, is called after an attempt that did not take
-	// the lock: elect's one attempt ends the campaign there.
-	attempted func()
 	// renewed gets a value after each renewal (dropped if one is pending).
 	renewed chan struct{}
 }
 
 func (a *attempts) hooks() *fencelock.Hooks {
 	return &fencelock.Hooks{
-		AcquireAttempt: func(_ context.Context, i fencelock.AcquireAttemptInfo) {
-			defer a.afterAttempt(i.Err)
-			if errors.Is(i.Err, context.Canceled) || errors.Is(i.Err, context.DeadlineExceeded) {
-				return // cut short by the end of the wait, not failed
+		AcquireAttempt: func(ctx context.Context, i fencelock.AcquireAttemptInfo) {
+			if errors.Is(i.Err, context.Canceled) || errors.Is(i.Err, context.DeadlineExceeded) ||
+				(ctx.Err() != nil && errors.Is(i.Err, os.ErrDeadlineExceeded)) {
+				// Cut short by the end of the wait, not failed: go-redis
+				// may report it as the connection's deadline, which it
+				// sets from the context's (i/o timeout).
+				return
 			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
@@ -131,35 +132,6 @@ func (a *attempts) hooks() *fencelock.Hooks {
 		},
 	}
 }
-
-func (a *attempts) afterAttempt(err error) {
-	a.mu.Lock()
-	f := a.attempted
-	a.mu.Unlock()
-	if f != nil && err != nil {
-		f()
-	}
-}
-
-// once makes one attempt with wait, which would otherwise retry until
-// ctx ends: it ends wait's context after the first attempt that did not
-// take the lock. The error then wraps ErrNotAcquired, and the attempt's
-// own failure, if Redis failed it, is redisFailure's.
-func (a *attempts) once(ctx context.Context, wait func(context.Context) (*fencelock.Lease, error)) (*fencelock.Lease, error) {
-	octx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	a.mu.Lock()
-	a.attempted = func() { cancel(errOneAttempt) }
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.attempted = nil
-		a.mu.Unlock()
-	}()
-	return wait(octx)
-}
-
-var errOneAttempt = errors.New("made the one attempt that --no-wait allows")
 
 func (a *attempts) renewErr() error {
 	a.mu.Lock()
@@ -271,6 +243,8 @@ func heldMessage(ctx context.Context, cn *conn, locks *fencelock.Client, name, a
 		return fmt.Sprintf("lock %q was held by another lease%s (it is free now)", name, after)
 	case err != nil:
 		return fmt.Sprintf("lock %q is held by another lease%s", name, after)
+	case h.Delay > 0:
+		return fmt.Sprintf("lock %q is kept by the lock-delay of lease %s, which expired without a release%s (%v left of the delay)", name, h.LeaseID, after, h.Delay)
 	case h.TTL < 0:
 		return fmt.Sprintf("lock %q is held by lease %s%s, with no TTL (its key was not set by fencelock)", name, h.LeaseID, after)
 	}
@@ -291,11 +265,19 @@ func permitsHeldMessage(ctx context.Context, cn *conn, sem *fencelock.Semaphore,
 	case len(hs) < sem.Permits():
 		return fmt.Sprintf("%s was held by other leases%s (%d free now)", every, after, sem.Permits()-len(hs))
 	}
-	first := time.Duration(-1)
+	first, delayed := time.Duration(-1), 0
 	for _, h := range hs {
-		if h.TTL >= 0 && (first < 0 || h.TTL < first) {
-			first = h.TTL
+		left := h.TTL
+		if h.Delay > 0 {
+			left = h.Delay
+			delayed++
 		}
+		if left >= 0 && (first < 0 || left < first) {
+			first = left
+		}
+	}
+	if delayed > 0 {
+		every += fmt.Sprintf(" (%d of them kept by the lock-delay of a lease that expired without a release)", delayed)
 	}
 	if first < 0 {
 		return every + " is held by other leases" + after + ", with no TTL (their keys were not set by fencelock)"

@@ -111,9 +111,14 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 	cmd.fs.StringVar(&d.aclUser, "acl-user", "", "check the permissions of the ACL user `name` (default: the user doctor connects as)")
 	cmd.fromEnv("acl-user", "FENCELOCK_ACL_USER")
 	cmd.fs.IntVar(&d.minReplicas, "min-replicas", 0, "audit for clients with fencelock.Options.MinReplicas `n`: WAIT permitted, n replicas connected")
+	var res doctorS3 // --resource: a fenced store instead of Redis (doctor_s3.go)
+	res.add(cmd)
 	pos, _, dashes, err := cmd.parse(args)
 	if err == nil && (len(pos) > 0 || dashes) {
 		err = usageErrorf("unexpected argument %q", append(pos, "--")[0])
+	}
+	if err == nil && res.resource != "" {
+		return c.doctorResource(ctx, cmd, &res, asJSON)
 	}
 	if err == nil && d.minReplicas < 0 {
 		err = usageErrorf("--min-replicas %d is negative", d.minReplicas)
@@ -315,7 +320,7 @@ func parseInfo(s string) map[string]string {
 // checkServer reports flavour, version and mode; false means the server
 // is a Sentinel.
 func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
-	// The oldest releases the test matrix runs (README, "Tested servers").
+	// The oldest releases the test matrix runs (docs/operations.md, "Tested servers").
 	flavour, version, minVersion := "Redis", inf["redis_version"], "7.0"
 	if inf["server_name"] == "valkey" {
 		flavour, minVersion = "Valkey", "9.0"
@@ -338,7 +343,7 @@ func checkServer(rep *doctorReport, inf map[string]string, via int) bool {
 	rep.Server = fmt.Sprintf("%s %s, %s", flavour, version, mode)
 	if versionLess(version, minVersion) {
 		rep.add("server", sevWarn, fmt.Sprintf("%s %s is older than %s, the oldest release fencelock is tested on", flavour, version, minVersion),
-			"upgrade the server, or run fencelock's tests on this one first (README, \"Tested servers\")")
+			"upgrade the server, or run fencelock's tests on this one first (docs/operations.md, \"Tested servers\")")
 	} else {
 		rep.add("server", sevOK, fmt.Sprintf("%s %s", flavour, version), "")
 	}

@@ -48,6 +48,8 @@ func aclProbe(perm, key, channel string) []any {
 		return []any{"SSUBSCRIBE", channel}
 	case "+ping":
 		return []any{"PING"}
+	case "+client|tracking":
+		return []any{"CLIENT", "TRACKING", "ON"}
 	case "+command|info":
 		return []any{"COMMAND", "INFO", "GET"}
 	case "+command":

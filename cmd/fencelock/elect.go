@@ -36,7 +36,10 @@ COMMAND never outlives the leadership, as with run: once the lease can
 no longer be renewed in time, or is lost, COMMAND gets SIGTERM, then
 SIGKILL after --grace or shortly before the lease's deadline, and elect
 exits with 124. If fencelock itself dies, COMMAND is killed with it.
-Signals are forwarded as run does.
+What COMMAND leaves running in its process group is stopped before the
+leadership is resigned, and signals are forwarded, as run does: after
+SIGTERM, COMMAND gets --grace to exit, then SIGKILL, and elect resigns
+at once, so that a waiting candidate leads without waiting out the TTL.
 
 With --loop, elect campaigns again --loop-delay after COMMAND exits or
 the leadership is lost, and runs COMMAND again when it leads, until
@@ -96,12 +99,9 @@ func (c *cli) elect(ctx context.Context, args []string) int {
 		value = fmt.Sprintf("%s pid %d", host, os.Getpid())
 	}
 	e := locks.Election(name)
-	campaign := func(ctx context.Context) (*fencelock.Lease, error) { return e.Campaign(ctx, value) }
 	tk := &taking{cmd: "elect", name: name, kind: "lock",
-		// The library campaigns until elected; one attempt is a campaign
-		// ended after its first attempt.
-		try:  func(ctx context.Context) (*fencelock.Lease, error) { return h.a.once(ctx, campaign) },
-		wait: campaign,
+		try:  func(ctx context.Context) (*fencelock.Lease, error) { return e.TryCampaign(ctx, value) },
+		wait: func(ctx context.Context) (*fencelock.Lease, error) { return e.Campaign(ctx, value) },
 		held: func(ctx context.Context, after string) string { return ledMessage(ctx, &cn, e, after) },
 	}
 	sigs := make(chan os.Signal, 8)

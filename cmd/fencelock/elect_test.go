@@ -91,8 +91,10 @@ func TestElect_takeover(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	url := redisURL(s)
+	// --ttl 3s: the guard kills a COMMAND whose fencelock a loaded
+	// machine starves for two thirds of the TTL, as it must.
 	elect := func(value string, flags ...string) (*exec.Cmd, *bufio.Reader) {
-		args := append([]string{"elect", "--redis", url, "--ttl", "1s", "--value", value}, flags...)
+		args := append([]string{"elect", "--redis", url, "--ttl", "3s", "--value", value}, flags...)
 		return startFencelock(t, "term-trap", append(args, "jobs", "--", os.Args[0])...)
 	}
 	watch, watchOut := startFencelock(t, "", "leader", "--watch", "--json", "--redis", url, "jobs")
@@ -154,7 +156,7 @@ func TestElect_loop(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	rdb := s.Client(t)
-	e, out, stderr := startFencelockWith(t, nil, "term-trap", "elect", "--loop", "--loop-delay", "10ms", "--redis", redisURL(s), "--ttl", "1s", "looping", "--", os.Args[0])
+	e, out, stderr := startFencelockWith(t, nil, "term-trap", "elect", "--loop", "--loop-delay", "10ms", "--redis", redisURL(s), "--ttl", "3s", "looping", "--", os.Args[0])
 	_, term1 := readyTerm(t, out)
 	if err := rdb.Del(t.Context(), "fencelock:{looping}").Err(); err != nil { // the leadership is lost
 		t.Fatal(err)

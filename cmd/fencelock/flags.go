@@ -311,6 +311,9 @@ func (v *permitsValue) Set(s string) error {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("not a number: want 1 to %d permits", fencelock.MaxPermits)
+	case n == 0:
+		// A lock is no semaphore of 0 permits: say how to ask for it.
+		err = fmt.Errorf("want 1 to %d permits; for the lock NAME give none (an empty FENCELOCK_PERMITS= undoes an exported one)", fencelock.MaxPermits)
 	case n < 1 || n > fencelock.MaxPermits:
 		err = fmt.Errorf("want 1 to %d permits", fencelock.MaxPermits)
 	}

@@ -26,6 +26,11 @@ import (
 //     COMMAND with SIGKILL, with its whole process group unless
 //     --foreground. This works on every Unix system and does not depend
 //     on which thread of fencelock started the guard.
+//   - Without --foreground, what COMMAND leaves running in its process
+//     group when it exits (a "&" job, a child that outlives it) holds
+//     the lease as COMMAND did: the guard stays until the group is empty,
+//     enforcing the deadline on it, while fencelock stops it (SIGTERM,
+//     then SIGKILL) before it releases the lock.
 //   - On Linux, COMMAND gets SIGKILL from the kernel if the guard itself
 //     dies (PR_SET_PDEATHSIG, set by setDeathSignal). The guard starts
 //     COMMAND from a thread locked to its goroutine that never exits:
@@ -41,9 +46,9 @@ import (
 //   - Being COMMAND's parent, the guard sees COMMAND stop (on terminal
 //     input, say) and continue, which fencelock reports.
 //
-// Without --foreground the guard leads COMMAND's process group, so
-// signals that fencelock sends to the group reach the guard too; it
-// catches them and lets COMMAND act on them.
+// Without --foreground COMMAND leads a process group of its own, whose ID
+// is its PID; the guard stays in fencelock's, and sees from there whether
+// anything is left in COMMAND's.
 //
 // The guard writes to fencelock, on its status pipe (fd 3), one line per
 // event:
@@ -52,25 +57,31 @@ import (
 //	stopped SIGNAL    COMMAND was stopped by SIGNAL (a number)
 //	continued         COMMAND was continued
 //	exited STATUS     COMMAND ended; STATUS is its wait status (a number)
+//	expired           the deadline came with no later one: the guard kills
+//	                  COMMAND (and its group) now
+//	left              after exited: COMMAND left processes running in its
+//	                  process group; the guard exits once they are gone
 //	failed CODE TEXT  COMMAND could not be started; CODE is 126 or 127
 //
 // and reads from fencelock, on its control pipe (fd 4), lines of
 //
-//	signal SIGNAL     send SIGNAL, then SIGCONT, to COMMAND (--foreground;
-//	                  otherwise fencelock signals the group itself)
+//	signal SIGNAL     send SIGNAL, then SIGCONT, to COMMAND, or to its
+//	                  process group without --foreground (fencelock signals
+//	                  the group itself once it knows it has started)
 //	send SIGNAL       send SIGNAL alone (job control: SIGTSTP, SIGCONT)
 //	deadline NS       kill COMMAND at NS, on CLOCK_MONOTONIC, unless a
 //	                  later deadline comes first
 //
-// until end of file, which kills COMMAND.
+// until end of file, which kills COMMAND (and its group).
 const guardArg = "_guard"
 
 // guardSignals are the signals that the guard catches rather than dies
-// of: they are meant for COMMAND (fencelock forwards them to the process
-// group, or the terminal sends them to the foreground group). SIGTTIN,
-// SIGTTOU and SIGTSTP are caught so that the guard is not stopped with
-// COMMAND (when COMMAND reads the terminal, or at Ctrl-Z), and can report
-// it and go on enforcing the deadline. A signal that fencelock
+// of: they are meant for COMMAND (the terminal sends them to the
+// foreground process group, which the guard shares with fencelock, and
+// with COMMAND under --foreground). SIGTTIN, SIGTTOU and SIGTSTP are
+// caught so that the guard is not stopped with COMMAND (when COMMAND
+// reads the terminal, or at Ctrl-Z), and can report it and go on
+// enforcing the deadline. A signal that fencelock
 // was started with ignored stays ignored, for COMMAND too.
 var guardSignals = []os.Signal{
 	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
@@ -106,7 +117,7 @@ func guardMain(args []string) int {
 
 	// This thread starts COMMAND and outlives it (see setDeathSignal).
 	runtime.LockOSThread()
-	attr := &syscall.SysProcAttr{}
+	attr := &syscall.SysProcAttr{Setpgid: group}
 	setDeathSignal(attr)
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
@@ -118,6 +129,13 @@ func guardMain(args []string) int {
 		return exitOK
 	}
 	fmt.Fprintf(status, "started %d\n", pid)
+	// Signals go to COMMAND's process group, whose ID is its PID, or to
+	// COMMAND alone (--foreground). The group's ID stays COMMAND's, and no
+	// other process gets it, until the group is empty.
+	target := pid
+	if group {
+		target = -pid
+	}
 
 	// reap reports COMMAND's state changes; it returns true once COMMAND
 	// has ended (and reported).
@@ -144,48 +162,70 @@ func guardMain(args []string) int {
 			}
 		}
 	}
-	if reap(syscall.WNOHANG) {
-		return exitOK
+	ended := reap(syscall.WNOHANG)
+	// kill kills COMMAND, or what is left of its group, and reaps it.
+	kill := func() {
+		syscall.Kill(target, syscall.SIGKILL)
+		if !ended {
+			reap(0)
+		}
 	}
+	var poll <-chan time.Time
 	for {
-		select {
-		case <-chld:
-			if reap(syscall.WNOHANG) {
+		if ended {
+			if !group || !groupAlive(pid) {
 				return exitOK
 			}
+			if poll == nil {
+				// COMMAND left processes running in its group: they hold
+				// the lease until they are gone, and fencelock stops them.
+				// A group's membership sends no event: it is polled.
+				fmt.Fprintf(status, "left\n")
+				t := time.NewTicker(10 * time.Millisecond)
+				defer t.Stop()
+				poll = t.C
+			}
+		}
+		select {
+		case <-chld:
+			if !ended {
+				ended = reap(syscall.WNOHANG)
+			}
+		case <-poll:
 		case o, ok := <-orders:
-			if ok {
-				// COMMAND is not reaped yet (only this goroutine reaps), so
-				// pid is still COMMAND's.
-				switch o.kind {
-				case "signal":
-					syscall.Kill(pid, o.signal)
-					syscall.Kill(pid, syscall.SIGCONT)
-				case "send":
-					syscall.Kill(pid, o.signal)
-				case "deadline":
-					expiry.Reset(time.Duration(o.at - monoNow()))
-				}
-				continue
+			if !ok {
+				// fencelock is gone, or gave up on COMMAND.
+				kill()
+				return exitOK
 			}
-			// fencelock is gone, or gave up on COMMAND.
-			if group {
-				syscall.Kill(0, syscall.SIGKILL) // the group, this guard included
+			// COMMAND is not reaped yet (only this goroutine reaps), so pid
+			// is still COMMAND's; or it is, and its group still has pid as
+			// its ID.
+			switch o.kind {
+			case "signal":
+				syscall.Kill(target, o.signal)
+				syscall.Kill(target, syscall.SIGCONT)
+			case "send":
+				syscall.Kill(target, o.signal)
+			case "deadline":
+				expiry.Reset(time.Duration(o.at - monoNow()))
 			}
-			syscall.Kill(pid, syscall.SIGKILL)
-			reap(0)
-			return exitOK
 		case <-expiry.C:
 			// No renewal reached us by the lease's deadline: fencelock is
 			// stopped, starved or wedged. COMMAND must not outlive the lease.
-			if group {
-				syscall.Kill(0, syscall.SIGKILL) // the group, this guard included
-			}
-			syscall.Kill(pid, syscall.SIGKILL)
-			reap(0)
+			// Said first: a later deadline may be on its way, and fencelock
+			// must not take the kill for someone else's.
+			fmt.Fprintf(status, "expired\n")
+			kill()
 			return exitOK
 		}
 	}
+}
+
+// groupAlive reports whether the process group pgid has a member left.
+// Members that this process may not signal count too.
+func groupAlive(pgid int) bool {
+	return syscall.Kill(-pgid, 0) != syscall.ESRCH
 }
 
 // An order is one line of the guard's control pipe.
@@ -229,7 +269,7 @@ func isPipe(f *os.File) bool {
 
 // A guardEvent is one line of the guard's status pipe.
 type guardEvent struct {
-	kind   string             // "started", "stopped", "continued", "exited", "failed"
+	kind   string             // "started", "stopped", "continued", "expired", "exited", "left", "failed"
 	pid    int                // started
 	signal syscall.Signal     // stopped
 	status syscall.WaitStatus // exited
@@ -248,7 +288,7 @@ func parseGuardEvent(line string) (guardEvent, bool) {
 		var n int
 		n, err = strconv.Atoi(rest)
 		ev.signal = syscall.Signal(n)
-	case "continued":
+	case "continued", "expired", "left":
 	case "exited":
 		var n uint64
 		n, err = strconv.ParseUint(rest, 10, 32)
@@ -265,8 +305,11 @@ func parseGuardEvent(line string) (guardEvent, bool) {
 
 // guard is fencelock's side of a running guard.
 type guard struct {
-	proc    *exec.Cmd
-	group   bool
+	proc  *exec.Cmd
+	group bool
+	// pgid is COMMAND's process group (its PID) once the guard said it
+	// started; 0 before, and with --foreground.
+	pgid    int
 	control *os.File          // closing it kills COMMAND
 	events  <-chan guardEvent // closed when the guard has exited
 	exited  <-chan error      // the guard's Wait, once it has exited
@@ -274,8 +317,8 @@ type guard struct {
 
 // startGuard starts the guard, which starts COMMAND (path, argv) with env
 // and cmd's standard input and outputs, and kills it at deadline unless
-// told a later one first. With group, COMMAND and the guard get a process
-// group of their own, led by the guard.
+// told a later one first. With group, COMMAND gets a process group of its
+// own.
 func startGuard(path string, argv, env []string, stdio *exec.Cmd, group bool, deadline time.Time) (*guard, error) {
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
@@ -296,7 +339,6 @@ func startGuard(path string, argv, env []string, stdio *exec.Cmd, group bool, de
 	p.Env = env
 	p.Stdin, p.Stdout, p.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
 	p.ExtraFiles = []*os.File{statusW, controlR}
-	p.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
 	// Output copied through pipes (when fencelock's own is not a file)
 	// must not keep fencelock waiting for processes that COMMAND left
 	// running with it open.
@@ -325,13 +367,20 @@ func startGuard(path string, argv, env []string, stdio *exec.Cmd, group bool, de
 	return &guard{proc: p, group: group, control: controlW, events: events, exited: exited}, nil
 }
 
+// started records COMMAND's PID, which names its process group.
+func (g *guard) started(pid int) {
+	if g.group {
+		g.pgid = pid
+	}
+}
+
 // signal sends s to COMMAND, then SIGCONT, so that a stopped COMMAND gets
 // it too: to its whole process group, or through the guard to COMMAND
-// alone (--foreground).
+// alone (--foreground), or to the group before COMMAND has started.
 func (g *guard) signal(s syscall.Signal) {
-	if g.group {
-		syscall.Kill(-g.proc.Process.Pid, s) // errors: all gone already
-		syscall.Kill(-g.proc.Process.Pid, syscall.SIGCONT)
+	if g.pgid != 0 {
+		syscall.Kill(-g.pgid, s) // errors: all gone already
+		syscall.Kill(-g.pgid, syscall.SIGCONT)
 		return
 	}
 	g.order("signal %d", int(s))
@@ -339,8 +388,8 @@ func (g *guard) signal(s syscall.Signal) {
 
 // send sends s alone, without SIGCONT: job control.
 func (g *guard) send(s syscall.Signal) {
-	if g.group {
-		syscall.Kill(-g.proc.Process.Pid, s)
+	if g.pgid != 0 {
+		syscall.Kill(-g.pgid, s)
 		return
 	}
 	g.order("send %d", int(s))
@@ -359,25 +408,25 @@ func monoAt(t time.Time) int64 {
 }
 
 // order writes one line to the guard, bounded: a guard that does not read
-// (stopped with COMMAND's group) must not stop fencelock, whose own kill
-// does not need the pipe in group mode, and closes it otherwise.
+// (stopped by a SIGSTOP) must not stop fencelock, whose own kill does not
+// need the pipe in group mode, and closes it otherwise.
 func (g *guard) order(format string, args ...any) {
 	g.control.SetWriteDeadline(time.Now().Add(time.Second))
 	fmt.Fprintf(g.control, format+"\n", args...)
 }
 
 // kill kills COMMAND with SIGKILL: its whole process group at once, or
-// through the guard (--foreground).
+// through the guard (--foreground, or before COMMAND has started).
 func (g *guard) kill() {
-	if g.group {
-		syscall.Kill(-g.proc.Process.Pid, syscall.SIGKILL)
+	if g.pgid != 0 {
+		syscall.Kill(-g.pgid, syscall.SIGKILL)
 	}
 	g.control.Close()
 }
 
 // groupAlive reports whether a member of COMMAND's process group is left.
 func (g *guard) groupAlive() bool {
-	return g.group && syscall.Kill(-g.proc.Process.Pid, 0) == nil
+	return g.pgid != 0 && groupAlive(g.pgid)
 }
 
 // describe words a wait status as os.ProcessState does: "exit status 3",

@@ -50,14 +50,14 @@ func drain(master *os.File) *output {
 // fencelock on a real terminal, as from an interactive shell: a COMMAND
 // in its own process group that reads the terminal is stopped by the
 // kernel (SIGTTIN), and run says so and suggests --foreground; a
-// forwarded SIGTERM, with SIGCONT, ends it: of SIGTERM if it acts on it
+// forwarded SIGINT, with SIGCONT, ends it: of SIGINT if it acts on it
 // before it reads again, else of SIGKILL --grace later, as it is stopped
-// again (read-stdin-ignore-term always is). With --foreground, COMMAND
+// again (read-stdin-ignore-int always is). With --foreground, COMMAND
 // reads the terminal.
 func TestProcess_terminalInput(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	for _, mode := range []string{"read-stdin", "read-stdin-ignore-term", "foreground"} {
+	for _, mode := range []string{"read-stdin", "read-stdin-ignore-int", "foreground"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			master, slave := openPTY(t)
@@ -94,16 +94,18 @@ func TestProcess_terminalInput(t *testing.T) {
 			if got := stderr.String(); !strings.Contains(got, "SIGTTIN") {
 				t.Errorf("stderr = %q, want it to name SIGTTIN", got)
 			}
+			// SIGINT, which fencelock forwards alone (SIGTERM would bound
+			// COMMAND's exit by --grace in any case).
 			sent := time.Now()
-			cmd.Process.Signal(syscall.SIGTERM) // forwarded, then SIGCONT
+			cmd.Process.Signal(syscall.SIGINT) // forwarded, then SIGCONT
 			got := waitExitWithin(t, cmd, 10*time.Second)
-			t.Logf("exit %d %v after SIGTERM (--grace 1s)", got, time.Since(sent).Round(time.Millisecond))
+			t.Logf("exit %d %v after SIGINT (--grace 1s)", got, time.Since(sent).Round(time.Millisecond))
 			killed := 128 + int(syscall.SIGKILL)
 			switch {
-			case mode == "read-stdin-ignore-term" && got != killed:
-				t.Errorf("fencelock exit = %d, want %d (COMMAND stopped again, killed --grace after the forwarded SIGTERM)", got, killed)
-			case got != killed && got != 128+int(syscall.SIGTERM):
-				t.Errorf("fencelock exit = %d, want %d (SIGTERM) or %d (stopped again, then SIGKILL)", got, 128+int(syscall.SIGTERM), killed)
+			case mode == "read-stdin-ignore-int" && got != killed:
+				t.Errorf("fencelock exit = %d, want %d (COMMAND stopped again, killed --grace after the forwarded SIGINT)", got, killed)
+			case got != killed && got != 128+int(syscall.SIGINT):
+				t.Errorf("fencelock exit = %d, want %d (SIGINT) or %d (stopped again, then SIGKILL)", got, 128+int(syscall.SIGINT), killed)
 			}
 			if got == killed && !strings.Contains(stderr.String(), "stopped again") {
 				t.Errorf("stderr = %q, want it to say COMMAND was stopped again", stderr)

@@ -195,7 +195,7 @@ func TestProcess_supervisorStopped(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			name := "stopped-" + mode
-			args := []string{"run", "--redis", redisURL(s), "--ttl", "1s", name, "--", os.Args[0]}
+			args := []string{"run", "--redis", redisURL(s), "--ttl", "3s", name, "--", os.Args[0]}
 			if mode == "foreground" {
 				args = append([]string{"run", "--foreground"}, args[1:]...)
 			}
@@ -292,6 +292,54 @@ func TestProcess_stderrBlocked(t *testing.T) {
 	w.Close()
 	readyPID(t, readLine(t, out))
 	if err := s.Client(t).Del(t.Context(), "fencelock:{stderr-full}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readLine(t, out), "got terminated"; got != want {
+		t.Errorf("COMMAND said %q, want %q", got, want)
+	}
+	go io.Copy(io.Discard, r) // now fencelock may say why, and exit
+	if got := waitExitWithin(t, cmd, 10*time.Second); got != exitLeaseLost {
+		t.Errorf("fencelock exit = %d, want %d", got, exitLeaseLost)
+	}
+}
+
+// Messages that find the stop path's queue full are dropped, never
+// waited for: with stderr a full pipe, a COMMAND that stopped on the
+// terminal more times than the queue holds (each stop is said) still gets
+// SIGTERM when the lease is lost.
+func TestProcess_stderrBlockedQueueFull(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	for {
+		if _, err := w.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	w.SetWriteDeadline(time.Time{})
+	const stops = 80 // the queue holds 32
+	cmd, out, _ := startFencelockWith(t, func(c *exec.Cmd) {
+		c.Stderr = w
+		c.Env = append(c.Env, "FENCELOCK_TEST_STOPS="+strconv.Itoa(stops))
+	}, "ttin-loop", "run", "--redis", redisURL(s), "--ttl", "5s", "--grace", "1s", "queue-full", "--", os.Args[0])
+	w.Close()
+	pid := readyPID(t, readLine(t, out))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	for range stops {
+		waitStopped(t, pid)
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := readLine(t, out), "stopped enough"; got != want {
+		t.Fatalf("COMMAND said %q, want %q", got, want)
+	}
+	if err := s.Client(t).Del(t.Context(), "fencelock:{queue-full}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := readLine(t, out), "got terminated"; got != want {

@@ -45,15 +45,11 @@ func (c *cli) prepareHolding(ctx context.Context, cmd *command, cn *conn, cf *co
 	}
 	a := &attempts{name: name, cmd: cmd.name, stderr: c.stderr, renewed: make(chan struct{}, 1)}
 	cn.hooks = a.hooks()
-	stopMetrics := func() {}
-	if cf.metricsAt != "" {
-		hooks, stop, err := serveMetrics(cf.metricsAt)
-		if err != nil {
-			return nil, nil, nil, cmd.exit(usageError{err})
-		}
-		stopMetrics = stop
-		cn.hooks = fencelock.JoinHooks(cn.hooks, hooks)
+	hooks, stopMetrics, err := cf.metrics.start(name, cmd.name, cn.timeout, c.stderr)
+	if err != nil {
+		return nil, nil, nil, cmd.exit(usageError{err})
 	}
+	cn.hooks = fencelock.JoinHooks(cn.hooks, hooks)
 	rdb, err := cn.connect(ctx, target)
 	if err != nil {
 		code = c.fail(cmd.name, connectExit(ctx, exitNotAcquired), err)
@@ -99,17 +95,16 @@ func stopHow(res result) string {
 // COMMAND could not be run.
 func (c *cli) hold(ctx context.Context, h *holding) int {
 	// As much again as the library keeps between the deadline and Redis's
-	// expiry for clock drift (TTL/100 + 2ms), for the kill.
-	killLead := min(h.f.grace, h.cn.ttl/100+2*time.Millisecond)
-	g, err := startGuard(h.path, h.argv, h.env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !h.f.foreground,
-		h.lease.Deadline().Add(-killLead))
-	if err != nil {
+	// expiry for clock drift, for the kill.
+	killLead := min(h.f.grace, fencelock.Drift(h.cn.ttl))
+	say, flush := diagnostics(c.stderr)
+	s := &supervisor{cmd: h.cmd, name: h.lease.Name(), lease: h.lease, grace: h.f.grace, sigs: h.sigs, say: say, renewErr: h.a.renewErr,
+		renewed: h.a.renewed, killLead: killLead}
+	if err := s.start(h.path, h.argv, h.env, &exec.Cmd{Stdin: c.stdin, Stdout: c.stdout, Stderr: c.stderr}, !h.f.foreground); err != nil {
+		flush()
 		h.release(ctx)
 		return c.fail(h.cmd, exitInternal, err)
 	}
-	say, flush := diagnostics(c.stderr)
-	s := &supervisor{cmd: h.cmd, g: g, name: h.lease.Name(), lease: h.lease, grace: h.f.grace, sigs: h.sigs, say: say, renewErr: h.a.renewErr,
-		renewed: h.a.renewed, killLead: killLead}
 	if c.jobControl != nil {
 		jobs := make(chan os.Signal, 2)
 		stop := c.jobControl(jobs)
@@ -119,6 +114,12 @@ func (c *cli) hold(ctx context.Context, h *holding) int {
 	res := s.run()
 	rerr := h.release(ctx)
 	flush() // COMMAND is gone: what follows may wait for stderr
+	if res.termed && res.killed && res.stopped == "" {
+		fmt.Fprintf(c.stderr, "fencelock %s: COMMAND did not exit within --grace %v of SIGTERM, and was killed with SIGKILL\n", h.cmd, h.f.grace)
+	}
+	if res.strays && res.stopped == "" {
+		fmt.Fprintf(c.stderr, "fencelock %s: what COMMAND left running in its process group did not exit after SIGTERM, and was killed with SIGKILL\n", h.cmd)
+	}
 
 	switch {
 	case res.failed != 0:
@@ -126,9 +127,16 @@ func (c *cli) hold(ctx context.Context, h *holding) int {
 	case res.err != nil:
 		return c.fail(h.cmd, exitInternal, res.err)
 	case res.stopped != "":
-		how := stopHow(res)
-		if res.strays {
+		// COMMAND's status goes with COMMAND, not with what it left.
+		how := stopHow(res) + " (" + res.status + ")"
+		if res.after {
+			how = "had exited by itself (" + res.status + ")"
+		}
+		switch {
+		case res.strays:
 			how += ", and what it left running in its process group was killed with SIGKILL"
+		case res.left:
+			how += ", and what it left running in its process group exited after SIGTERM"
 		}
 		end := "the lease was lost"
 		switch {
@@ -138,7 +146,7 @@ func (c *cli) hold(ctx context.Context, h *holding) int {
 		default:
 			end = "the lock expires after its TTL (release: " + message(rerr) + ")"
 		}
-		fmt.Fprintf(c.stderr, "fencelock %s: COMMAND %s (%s); %s\n", h.cmd, how, res.status, end)
+		fmt.Fprintf(c.stderr, "fencelock %s: COMMAND %s; %s\n", h.cmd, how, end)
 		return exitLeaseLost
 	case errors.Is(rerr, fencelock.ErrLeaseLost):
 		// Lost while COMMAND ran, though the keeper had not noticed yet.

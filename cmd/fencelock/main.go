@@ -13,6 +13,7 @@
 //	fencelock elect [flags] NAME [--] COMMAND [ARG...]
 //	fencelock leader [flags] NAME
 //	fencelock doctor [flags]
+//	fencelock put [flags] s3://BUCKET/KEY < FILE
 //	fencelock demo [flags]
 //	fencelock version
 //
@@ -65,9 +66,10 @@ const exitCodesHelp = `Exit status (each command's -h lists its own):
        candidate leads (with --no-wait, or throughout --wait)
   124  run, elect: the lease was lost or could not be renewed in time,
        and the command was terminated; renew: the lease no longer holds
-       the lock; release: another lease holds it
-  125  fencelock itself failed (Redis unreachable, a server certificate
-       that does not verify, unexpected reply)
+       the lock; release: another lease holds it; put: the fence is stale
+  125  fencelock itself failed (Redis unreachable, a password it wants
+       or refuses, a server certificate that does not verify, unexpected
+       reply)
   126  run, elect: the command was found but could not be started
   127  run, elect: the command was not found
 `
@@ -80,11 +82,14 @@ Usage:
   fencelock acquire [flags] NAME                     acquire; print the lease for eval
   fencelock renew [flags] [NAME]                     renew a lease printed by acquire
   fencelock release [flags] [NAME]                   release a lease printed by acquire
-  fencelock status [flags] NAME                      show a lock's holder, TTL and token
-                                                     (--permits N: a semaphore's slots)
+  fencelock status [flags] NAME                      show a lock's holder, TTL and token,
+                                                     or a semaphore's slots
+  fencelock resize --permits N NAME                  change a semaphore's number of permits
   fencelock elect [flags] NAME [--] COMMAND [ARG...] run a command while leading an election
   fencelock leader [flags] NAME                      show (or --watch) an election's leader
   fencelock doctor [flags]                           audit a Redis deployment for lock safety
+                                                     (--resource s3://BUCKET/PREFIX: an S3 store)
+  fencelock put [flags] s3://BUCKET/KEY < FILE       write a fenced S3 object (FENCELOCK_FENCE)
   fencelock demo [flags]                             watch a paused holder's stale write,
                                                      unfenced and fenced
   fencelock version                                  print the version (or --version)
@@ -223,9 +228,11 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		"renew":   c.renew,
 		"release": c.release,
 		"status":  c.status,
+		"resize":  c.resize,
 		"elect":   c.elect,
 		"leader":  c.leader,
 		"doctor":  c.doctor,
+		"put":     c.put,
 		"demo":    c.demo,
 		"version": c.version,
 	}

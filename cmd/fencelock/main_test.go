@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,6 +117,26 @@ func child(mode string) int {
 			return 99
 		}
 		return 3
+	case "ttin-loop": // as trap, after stopping itself (SIGTTIN) FENCELOCK_TEST_STOPS times
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		n, err := strconv.Atoi(os.Getenv("FENCELOCK_TEST_STOPS"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 99
+		}
+		fmt.Printf("ready %d\n", os.Getpid())
+		// To this thread: it stops before the call returns, where a signal
+		// to the process may be taken by another thread later, and two
+		// pending ones are one.
+		runtime.LockOSThread()
+		for range n {
+			syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGTTIN) // stops it until continued
+		}
+		fmt.Println("stopped enough")
+		s := <-c
+		fmt.Printf("got %v\n", s)
+		return 3
 	case "stop-self": // as trap, but stopped (SIGSTOP) before waiting
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -124,9 +145,9 @@ func child(mode string) int {
 		s := <-c
 		fmt.Printf("got %v\n", s)
 		return 3
-	case "read-stdin", "read-stdin-ignore-term": // read a line from standard input (a terminal, say)
-		if mode == "read-stdin-ignore-term" {
-			signal.Ignore(syscall.SIGTERM)
+	case "read-stdin", "read-stdin-ignore-int": // read a line from standard input (a terminal, say)
+		if mode == "read-stdin-ignore-int" {
+			signal.Ignore(syscall.SIGINT)
 		}
 		fmt.Printf("ready %d\n", os.Getpid())
 		line, err := bufio.NewReader(os.Stdin).ReadString('\n')

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,26 +36,7 @@ func scrape(t *testing.T, addr string) (map[string]float64, string) {
 	if err != nil {
 		t.Fatalf("/metrics does not parse: %v\n%s", err, body)
 	}
-	samples := map[string]float64{}
-	for name, f := range families {
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+strconv.Quote(l.GetValue()))
-			}
-			slices.Sort(labels)
-			key := name + "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.Counter != nil:
-				samples[key] = m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				samples[key] = m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				samples[name+"_count{"+strings.Join(labels, ",")+"}"] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return samples, string(body)
+	return samples(families), string(body)
 }
 
 // metricsAddr returns a free loopback address for --metrics-addr.
@@ -95,7 +75,7 @@ func TestRun_metricsAddr(t *testing.T) {
 	s := redistest.New(t)
 	addr := metricsAddr(t)
 	h := newHarness(t)
-	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "600ms", "--metrics-addr", addr, "metered", "--"}, h.self("trap")...)
+	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "3s", "--metrics-addr", addr, "metered", "--"}, h.self("trap")...)
 	done := h.start(args...)
 	h.stdout.waitFor(t, "ready")
 

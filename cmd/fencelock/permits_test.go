@@ -181,7 +181,7 @@ func TestRun_permitLeaseLost(t *testing.T) {
 	}
 	defer held.Release(t.Context())
 	h := newHarness(t)
-	done := h.start(append([]string{"run", "--redis", redisURL(s), "--permits", "2", "--ttl", "900ms", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)...)
+	done := h.start(append([]string{"run", "--redis", redisURL(s), "--permits", "2", "--ttl", "3s", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)...)
 	h.stdout.waitFor(t, "ready")
 	if err := rdb.Del(t.Context(), "fencelock:{lost}:permit:1").Err(); err != nil {
 		t.Fatalf("DEL: %v", err)
@@ -375,5 +375,30 @@ func TestStatus_permits(t *testing.T) {
 	}
 	if strings.Contains(out, ls[0].Secret()) {
 		t.Errorf("status --permits printed a holder's secret:\n%s", out)
+	}
+}
+
+// --permits takes up to fencelock.MaxPermits, that bound included.
+func TestPermits_max(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	most := strconv.Itoa(fencelock.MaxPermits)
+	h := newHarness(t)
+	if code := h.run(append([]string{"run", "--redis", redisURL(s), "--permits", most, "big", "--"}, h.self("env")...)...); code != 0 {
+		t.Fatalf("run --permits %s exit = %d, want 0", most, code)
+	}
+	if got := h.stdout.String(); !strings.Contains(got, "FENCELOCK_SLOT=0\n") {
+		t.Errorf("run --permits %s: COMMAND's environment %q, want FENCELOCK_SLOT=0", most, got)
+	}
+	h = newHarness(t)
+	if code := h.run("status", "--redis", redisURL(s), "--json", "--permits", most, "big"); code != 0 {
+		t.Fatalf("status --permits %s exit = %d, want 0", most, code)
+	}
+	var st semaphoreStatus
+	if err := json.Unmarshal([]byte(h.stdout.String()), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, h.stdout)
+	}
+	if st.Permits != fencelock.MaxPermits || st.Free != fencelock.MaxPermits || len(st.Slots) != fencelock.MaxPermits {
+		t.Errorf("status --permits %s: %d permits, %d free, %d slots; want %[1]s of each", most, st.Permits, st.Free, len(st.Slots))
 	}
 }

@@ -34,14 +34,21 @@ func startFencelockWith(t *testing.T, setup func(*exec.Cmd), mode string, args .
 	cmd.Env = append(os.Environ(), mainEnv+"=1", childEnv+"="+mode)
 	stderr := newOutput()
 	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
+	// A pipe of our own, not StdoutPipe: Wait closes that one's read end
+	// once the process has exited, with what COMMAND said last maybe still
+	// unread by the test.
+	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { out.Close() })
+	cmd.Stdout = w
 	if setup != nil {
 		setup(cmd)
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	// One goroutine owns cmd.Wait; waitExit and the cleanup wait on it,
@@ -143,7 +150,7 @@ func TestProcess_lostLeaseKillsGroup(t *testing.T) {
 		t.Skip("no sh")
 	}
 	s := redistest.New(t)
-	cmd, out, stderr := startFencelockWith(t, nil, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "900ms", "--grace", "300ms", "group",
+	cmd, out, stderr := startFencelockWith(t, nil, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "3s", "--grace", "300ms", "group",
 		"--", sh, "-c", `"$0" & wait`, os.Args[0])
 	pid := readyPID(t, readLine(t, out))
 	if err := s.Client(t).Del(t.Context(), "fencelock:{group}").Err(); err != nil {
@@ -152,8 +159,10 @@ func TestProcess_lostLeaseKillsGroup(t *testing.T) {
 	if got := waitExit(t, cmd); got != exitLeaseLost {
 		t.Errorf("fencelock exit = %d, want %d", got, exitLeaseLost)
 	}
-	if got := stderr.String(); !strings.Contains(got, "what it left running in its process group was killed with SIGKILL") {
-		t.Errorf("stderr = %q, want it to say the shell's child was killed", got)
+	// COMMAND's own status goes with COMMAND, not with what it left.
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	if got, want := lines[len(lines)-1], "fencelock run: COMMAND exited after SIGTERM (signal: terminated), and what it left running in its process group was killed with SIGKILL; the lease was lost"; got != want {
+		t.Errorf("stderr's last line:\n got %s\nwant %s", got, want)
 	}
 	// fencelock has sent SIGKILL before exiting; the orphan may linger
 	// briefly as a zombie until init reaps it.
@@ -220,8 +229,71 @@ func procState(pid int) byte {
 	return 'R'
 }
 
+// sigkillPending reports whether pid has been sent SIGKILL that has not
+// ended it yet (/proc/PID/status: ShdPnd, SigPnd).
+func sigkillPending(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "ShdPnd" && k != "SigPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(uint(syscall.SIGKILL)-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // alive reports whether pid runs (exists and is not a zombie).
 func alive(pid int) bool {
 	st := procState(pid)
 	return st != 0 && st != 'Z' && st != 'X'
+}
+
+// SIGTERM to run or elect (a service manager stopping it) hands the lock
+// over promptly: it is forwarded to COMMAND, which gets --grace to exit
+// before SIGKILL, and the lease is then released (the leadership
+// resigned), so that a waiting run or candidate holds it at once rather
+// than after the TTL, 60s here.
+func TestProcess_sigtermHandsOver(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, cmdName := range []string{"run", "elect"} {
+		for _, tc := range []struct {
+			mode string
+			code int // the first fencelock's: COMMAND's
+		}{{"trap", 3}, {"ignore-term", 128 + int(syscall.SIGKILL)}} {
+			t.Run(cmdName+"/"+tc.mode, func(t *testing.T) {
+				t.Parallel()
+				name := "handover-" + cmdName + "-" + tc.mode
+				a, aOut, aErr := startFencelockWith(t, nil, tc.mode, cmdName, "--redis", redisURL(s), "--ttl", "60s", "--grace", "1s", name, "--", os.Args[0])
+				pidA := readyPID(t, readLine(t, aOut))
+				t.Cleanup(func() { syscall.Kill(pidA, syscall.SIGKILL) })
+				h := newHarness(t)
+				done := h.start(append([]string{cmdName, "--redis", redisURL(s), "--ttl", "60s", name, "--"}, h.self("env")...)...)
+				waitWaiting(t, s, name)
+
+				if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				if got := waitExit(t, a); got != tc.code {
+					t.Errorf("first %s exit = %d, want COMMAND's %d", cmdName, got, tc.code)
+				}
+				waitDead(t, pidA)
+				if got := h.exit(done); got != 0 {
+					t.Errorf("second %s exit = %d, want 0", cmdName, got)
+				}
+				if got := h.stdout.String(); !strings.Contains(got, "FENCELOCK_NAME="+name+"\n") {
+					t.Errorf("second %s's COMMAND said %q, want it to have run", cmdName, got)
+				}
+				if tc.mode == "ignore-term" && !strings.Contains(aErr.String(), "did not exit within --grace 1s of SIGTERM") {
+					t.Errorf("first %s's stderr = %q, want it to say COMMAND got SIGKILL --grace after SIGTERM", cmdName, aErr)
+				}
+			})
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"math"
-	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -83,8 +82,8 @@ func TestRun_renewedPastFirstDeadline(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	h := newHarness(t)
-	h.childEnv = append(h.childEnv, "FENCELOCK_TEST_SLEEP=2500ms")
-	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "1s", "renewed", "--"}, h.self("sleep")...)
+	h.childEnv = append(h.childEnv, "FENCELOCK_TEST_SLEEP=7500ms")
+	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "3s", "renewed", "--"}, h.self("sleep")...)
 	if got := h.run(args...); got != 0 {
 		t.Errorf("run exit = %d, want 0 (COMMAND ran 2.5 TTLs, its lease renewed)\nstderr: %s", got, h.stderr.String())
 	}
@@ -95,7 +94,7 @@ func TestRun_leaseLost(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	h := newHarness(t)
-	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "900ms", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)
+	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "3s", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)
 	done := h.start(args...)
 	h.stdout.waitFor(t, "ready")
 
@@ -326,55 +325,6 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-func FuzzRedisOptions(f *testing.F) {
-	for _, s := range []string{
-		"redis://127.0.0.1:6379", "rediss://user:secretpw@host:6380/2", "unix:///tmp/r.sock?db=1",
-		"redis://:secretpw@h/x", "redis://u:secretpw@[::1", "http://u:secretpw@h", "redis+sentinel://u:secretpw@h/m",
-		"redis://u:secretpw@h/?dial_timeout=bad",
-		"redis+sentinel://u:secretpw@h1:1,h2:2/m/0", "rediss+sentinel://u:secretpw@h/m?addr=secretpw",
-		"redis+sentinel://u:secretpw@h/m?password=secretpw", "redis+cluster://u:secretpw@h1,h2:2?dial_timeout=secretpw",
-		"rediss+cluster://:secretpw@h/5", "redis+cluster://u:secretpw@h:secretpw",
-		"redis://h/?password=secretpw", "redis://h/?Password=secretpw", "redis://h/?password=secretpw;x",
-		"redis://h/?db=0;password=secretpw", "redis://h/?password=secret%zzpw", "redis://h/?pass%77ord=secretpw",
-		"redis://h/?password=secretpw&dial_timeout=secretpw", "redis+cluster://h?a=1;sentinel_password=secretpw",
-		"0?pAss=secretpw0&secretpw", "0?pass=secretpw&secretpw", "?pAss=secretpw:&secretpw",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		_, err := redisOptions(raw, func(string) string { return "" })
-		if err == nil {
-			return
-		}
-		// Whatever went wrong, the message must not repeat the URL's
-		// password, nor anything of a URL that does not parse.
-		pw, shown := "secretpw", ""
-		if u, perr := url.Parse(raw); perr == nil {
-			pw, _ = u.User.Password()
-			shown = u.Redacted() // the password may also be the user or host
-		}
-		if strings.Contains(pw, "secretpw") && strings.Count(err.Error(), pw) > strings.Count(shown, pw) {
-			t.Fatalf("redisOptions(%q) error %q reveals the password", raw, err)
-		}
-		// Nor a password among the query options, where it is the only
-		// place the URL has it: neither the URL as the error shows it nor
-		// what the error says of it. The value itself is the secret: a
-		// key that shares some of its letters ("?pass=secretpw0&secretpw")
-		// is shown as written, and may run into the message's own text
-		// ("?pass=secretpw:&secretpw", then ": unsupported scheme").
-		if u, perr := url.Parse(raw); perr == nil {
-			query, shown := u.RawQuery, redact(u)
-			msg := strings.TrimPrefix(err.Error(), "--redis "+shown+": ")
-			for _, qpw := range querySecrets(query) {
-				if strings.Contains(qpw, "secretpw") && strings.Count(raw, "secretpw") == strings.Count(query, "secretpw") &&
-					(strings.Contains(shown, qpw) || strings.Contains(msg, qpw)) {
-					t.Fatalf("redisOptions(%q) error %q reveals the query's password", raw, err)
-				}
-			}
-		}
-	})
-}
-
 // With Redis frozen (SIGSTOP), renewals get no answer: COMMAND gets
 // SIGTERM once the lease can no longer be renewed in time, --grace before
 // its deadline, rather than after the lease is gone.
@@ -500,5 +450,90 @@ func BenchmarkRun_redisFrozen(b *testing.B) {
 				b.ReportMetric(0, "ns/op")
 			})
 		}
+	}
+}
+
+// A run (or elect) inside another's COMMAND gives its own COMMAND the
+// variables of its own lease alone: neither the outer permit's
+// FENCELOCK_SLOT and FENCELOCK_LOCK nor the outer term's FENCELOCK_TERM,
+// which a script building its fence from them would send under the wrong
+// name. Nor does the outer run's FENCELOCK_PERMITS, which configured its
+// own semaphore, make the inner run a semaphore's: the inner NAME is a
+// lock.
+func TestRun_nestedEnv(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	url := redisURL(s)
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string // the outer fencelock's, and its COMMAND's
+		outer []string
+	}{
+		{name: "permit", outer: []string{"run", "--redis", url, "--permits", "2", "outer-permit"}},
+		{name: "term", outer: []string{"elect", "--redis", url, "outer-term"}},
+		{name: "permits-env", env: map[string]string{"FENCELOCK_PERMITS": "2"}, outer: []string{"run", "--redis", url, "outer-env"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inner := "inner-" + tc.name
+			h := newHarness(t)
+			for k, v := range tc.env {
+				h.env[k] = v
+				h.childEnv = append(h.childEnv, k+"="+v)
+			}
+			// The outer COMMAND is fencelock (this binary in main mode),
+			// whose own COMMAND prints its environment.
+			h.childEnv = append(h.childEnv, mainEnv+"=1")
+			args := append(append(tc.outer, "--"), os.Args[0], "run", "--redis", url, inner, "--")
+			args = append(args, h.self("env")...)
+			if code := h.run(args...); code != 0 {
+				t.Fatalf("exit = %d, want 0", code)
+			}
+			env := map[string]string{}
+			for line := range strings.Lines(h.stdout.String()) {
+				k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+				env[k] = v
+			}
+			stored, err := rdb.Get(t.Context(), "fencelock:{"+inner+"}:token").Int64()
+			if err != nil {
+				t.Fatalf("GET the inner lock's token: %v (the inner run took no lock %q)", err, inner)
+			}
+			f, err := fence.Parse(env["FENCELOCK_FENCE"])
+			if err != nil {
+				t.Fatalf("fence.Parse(FENCELOCK_FENCE=%q): %v", env["FENCELOCK_FENCE"], err)
+			}
+			want := map[string]string{
+				"FENCELOCK_NAME":  inner,
+				"FENCELOCK_TOKEN": strconv.FormatInt(stored, 10),
+				"FENCELOCK_LEASE": f.Lease,
+				"FENCELOCK_FENCE": fence.Fence{Lock: inner, Token: stored, Lease: f.Lease}.String(),
+			}
+			if fmt.Sprint(env) != fmt.Sprint(want) {
+				t.Errorf("inner COMMAND's FENCELOCK_ variables = %v, want its own lease's alone: %v", env, want)
+			}
+		})
+	}
+}
+
+// --grace defaults to TTL/3 (or 10s if that is shorter): with --ttl 6s
+// a lost lease gives COMMAND 2s between SIGTERM and SIGKILL. The lease's
+// deadline, nearly 4s away when the renewal due at 2s finds the lock
+// gone, comes later.
+func TestRun_defaultGrace(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	rdb := s.Client(t)
+	h := newHarness(t)
+	done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "6s", "default-grace", "--"}, h.self("trap")...)...)
+	h.stdout.waitFor(t, "ready")
+	if err := rdb.Del(t.Context(), "fencelock:{default-grace}").Err(); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if got := h.exit(done); got != exitLeaseLost {
+		t.Errorf("run exit = %d, want %d (lease lost)", got, exitLeaseLost)
+	}
+	if got, want := h.stderr.String(), "sending SIGTERM to COMMAND, SIGKILL in 2s\n"; !strings.Contains(got, want) {
+		t.Errorf("stderr = %q, want it to say %q", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"syscall"
 	"time"
 )
@@ -41,6 +42,23 @@ type supervisor struct {
 	// renewErr returns the last renewal's error, for the message when the
 	// lease runs out.
 	renewErr func() error
+
+	// expiry is when the guard kills COMMAND unless told a later time.
+	expiry time.Time
+}
+
+// start starts the guard, and through it COMMAND (see startGuard), the
+// guard armed with the lease's deadline less killLead before COMMAND
+// starts: a fencelock stopped before its first word to the guard cannot
+// let COMMAND outlive the lease, nor reach its deadline.
+func (s *supervisor) start(path string, argv, env []string, stdio *exec.Cmd, group bool) error {
+	at := s.lease.Deadline().Add(-s.killLead)
+	g, err := startGuard(path, argv, env, stdio, group, at)
+	if err != nil {
+		return err
+	}
+	s.g, s.expiry = g, at
+	return nil
 }
 
 // terminalStop words the signals that stop a background process group
@@ -82,10 +100,16 @@ type result struct {
 	lost    error  // why the lease was lost while COMMAND ran
 	stopped string // why run terminated COMMAND, if it did
 	killed  bool   // COMMAND got SIGKILL
-	strays  bool   // processes COMMAND left in its group got SIGKILL
+	// left: COMMAND left processes running in its process group, which
+	// got SIGTERM; after says whether COMMAND had exited by itself before
+	// run stopped anything.
+	left, after bool
+	strays      bool // what COMMAND left in its group got SIGKILL
+	termed      bool // fencelock got SIGTERM, and bounded COMMAND's exit by --grace
 }
 
-// run waits until COMMAND and the guard have exited.
+// run waits until COMMAND, what it left running in its process group,
+// and the guard have exited.
 func (s *supervisor) run() result {
 	var (
 		res       result
@@ -97,8 +121,8 @@ func (s *supervisor) run() result {
 		termc     = term.C
 		kill      *time.Timer
 		killc     <-chan time.Time
+		killAt    time.Time // when kill fires
 		forwarded time.Time // when the first signal was forwarded to COMMAND
-		expiry    time.Time // when the guard kills COMMAND unless told later
 	)
 	defer func() {
 		term.Stop()
@@ -110,53 +134,71 @@ func (s *supervisor) run() result {
 	// tellGuard passes the lease's deadline on to the guard, which kills
 	// COMMAND by then if fencelock cannot (stopped, starved).
 	tellGuard := func() {
-		if at := s.lease.Deadline().Add(-s.killLead); !at.Equal(expiry) {
-			expiry = at
+		if at := s.lease.Deadline().Add(-s.killLead); !at.Equal(s.expiry) {
+			s.expiry = at
 			s.g.expireAt(at)
 		}
 	}
 	tellGuard()
 	// killBy makes sure SIGKILL goes out by at, or at once if at has come.
 	killBy := func(at time.Time) {
-		if kill != nil {
+		switch {
+		case kill == nil:
+			kill = time.NewTimer(time.Until(at))
+		case killc != nil && at.Before(killAt):
+			kill.Reset(time.Until(at))
+		default:
 			return
 		}
-		kill = time.NewTimer(time.Until(at))
-		killc = kill.C
+		killc, killAt = kill.C, at
+	}
+	// stopAt returns when SIGKILL follows a SIGTERM sent now: grace later,
+	// or killLead before the lease's deadline if that comes first, and
+	// words it.
+	stopAt := func() (time.Time, string) {
+		at, when := time.Now().Add(s.grace), fmt.Sprintf("in %v", s.grace)
+		if d := s.lease.Deadline().Add(-s.killLead); d.Before(at) {
+			at, when = d, fmt.Sprintf("at the lease's deadline in %v", time.Until(d).Round(time.Millisecond))
+		}
+		return at, when
 	}
 	terminate := func(why string) {
 		term.Stop()
 		termc = nil
 		res.stopped = why
-		killAt := time.Now().Add(s.grace)
-		when := fmt.Sprintf("in %v", s.grace)
-		if d := s.lease.Deadline().Add(-s.killLead); d.Before(killAt) {
-			killAt = d
-			when = fmt.Sprintf("at the lease's deadline in %v", time.Until(d).Round(time.Millisecond))
+		whom := "COMMAND"
+		if ended {
+			whom = "what COMMAND left running in its process group"
 		}
+		killAt, when := stopAt()
 		if !time.Now().Before(killAt) {
 			// The deadline has come (fencelock did not run meanwhile):
 			// no time for SIGTERM.
 			s.g.kill()
 			killed = true
 			res.killed = !ended
-			s.say("fencelock %s: %s: the lease's deadline has come: COMMAND got SIGKILL\n", s.cmd, why)
+			res.strays = res.left
+			s.say("fencelock %s: %s: the lease's deadline has come: %s got SIGKILL\n", s.cmd, why, whom)
 			return
 		}
 		// Signal first: the message must not delay it.
 		s.g.signal(syscall.SIGTERM)
 		killBy(killAt)
-		s.say("fencelock %s: %s: sending SIGTERM to COMMAND, SIGKILL %s\n", s.cmd, why, when)
+		s.say("fencelock %s: %s: sending SIGTERM to %s, SIGKILL %s\n", s.cmd, why, whom, when)
 	}
 	// guardExpired fills in res when the guard killed COMMAND at the
-	// lease's deadline, fencelock not having done so itself.
+	// lease's deadline, fencelock not having done so itself: the guard
+	// said so (expired), or the deadline it was last sent has passed. A
+	// later deadline sent after the guard's had come is no sign that
+	// someone else killed COMMAND: fencelock was late.
+	guardFired := false
 	guardExpired := func(status string) {
-		if killed || res.killed || status != "signal: killed" || time.Now().Before(expiry) {
+		if killed || res.killed || status != "signal: killed" || (!guardFired && time.Now().Before(s.expiry)) {
 			return
 		}
 		res.killed, res.err = true, nil
 		if res.stopped == "" {
-			res.stopped = "the lease's deadline passed while fencelock did not run (stopped?), and its guard killed COMMAND"
+			res.stopped = "the lease's deadline passed before fencelock could tell its guard a later one (stopped or starved?), and the guard killed COMMAND"
 		}
 	}
 	for {
@@ -167,6 +209,10 @@ func (s *supervisor) run() result {
 				continue
 			}
 			switch ev.kind {
+			case "started":
+				s.g.started(ev.pid)
+			case "expired":
+				guardFired = true
 			case "stopped":
 				why, onTerminal := terminalStop[ev.signal]
 				switch {
@@ -184,6 +230,19 @@ func (s *supervisor) run() result {
 				ended = true
 				res.code, res.status = statusCode(ev.status), describe(ev.status)
 				guardExpired(res.status)
+			case "left":
+				// COMMAND has exited, but processes it left in its group
+				// run on with its lease: they are stopped before the lease
+				// is released, as COMMAND would be.
+				res.left = true
+				if res.stopped != "" || killed {
+					continue // they got SIGTERM with COMMAND; SIGKILL is due
+				}
+				res.after = true
+				s.g.signal(syscall.SIGTERM)
+				at, when := stopAt()
+				killBy(at)
+				s.say("fencelock %s: COMMAND exited (%s) but left processes running in its process group: sending them SIGTERM, SIGKILL %s; the lease is released once they are gone\n", s.cmd, res.status, when)
 			case "failed":
 				ended = true
 				if ev.code == exitNotFound || ev.code == exitCannotExec {
@@ -193,16 +252,23 @@ func (s *supervisor) run() result {
 			}
 		case err := <-s.g.exited:
 			for ev := range s.g.events { // closed now that the guard is gone
-				if ev.kind == "exited" {
+				switch ev.kind {
+				case "started":
+					s.g.started(ev.pid)
+				case "expired":
+					guardFired = true
+				case "exited":
 					ended = true
 					res.code, res.status = statusCode(ev.status), describe(ev.status)
 					guardExpired(res.status)
+				case "left":
+					res.left = true
 				}
 			}
 			if !ended {
-				// The guard died before COMMAND was reaped: killed with the
-				// group by us, or by itself at the lease's deadline, or by
-				// someone else. Whatever is left of COMMAND goes too.
+				// The guard died before COMMAND was reaped: killed by
+				// someone, or by itself at the lease's deadline. Whatever
+				// is left of COMMAND goes too.
 				s.g.kill()
 				res.code, res.status = 128+int(syscall.SIGKILL), "signal: killed"
 				guardExpired(res.status)
@@ -211,20 +277,33 @@ func (s *supervisor) run() result {
 					res.err = fmt.Errorf("COMMAND's guard process ended unexpectedly (%v: %v); COMMAND was killed", s.g.proc.ProcessState, err)
 				}
 			}
-			if res.stopped != "" && !killed && s.g.groupAlive() {
-				// COMMAND is gone, others of its group are not: they get
-				// the rest of the grace period, then SIGKILL.
-				<-killc
+			if s.g.groupAlive() {
+				// The guard leaves COMMAND's group only once it is empty,
+				// or after killing it: if it died before, what is left
+				// goes at once.
 				s.g.kill()
-				res.strays = true
+				res.strays = res.strays || res.left
 			}
 			return res
-		case sig := <-s.sigs:
-			if sig, ok := sig.(syscall.Signal); ok {
-				s.g.signal(sig)
-				if forwarded.IsZero() {
-					forwarded = time.Now()
-				}
+		case got := <-s.sigs:
+			sig, ok := got.(syscall.Signal)
+			if !ok {
+				continue
+			}
+			s.g.signal(sig)
+			if forwarded.IsZero() {
+				forwarded = time.Now()
+			}
+			if sig == syscall.SIGTERM && !killed && kill == nil {
+				// Asked to stop (a service manager, kill): the lock is
+				// handed over once COMMAND, and what it left in its group,
+				// are gone, which --grace bounds, as when the lease runs
+				// out. SIGINT and SIGHUP may be a terminal's, for an
+				// interactive COMMAND that handles them: forwarded alone.
+				at, when := stopAt()
+				killBy(at)
+				res.termed = true
+				s.say("fencelock %s: SIGTERM: forwarded; SIGKILL %s unless COMMAND exits\n", s.cmd, when)
 			}
 		case sig := <-s.jobs:
 			switch sig {
@@ -262,6 +341,7 @@ func (s *supervisor) run() result {
 			s.g.kill() // COMMAND, or what is left of its group
 			killed = true
 			res.killed = !ended
+			res.strays = res.left
 		}
 	}
 }

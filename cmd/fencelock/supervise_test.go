@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,4 +121,95 @@ func TestStopHow(t *testing.T) {
 			t.Errorf("stopHow(%+v) = %q, want %q", tc.res, got, tc.want)
 		}
 	}
+}
+
+// The guard is started armed with the lease's deadline less the kill
+// lead, not the deadline itself: a fencelock stopped before its first
+// word to the guard (here the test, which never runs the supervisor)
+// still has COMMAND killed before the lease's deadline, which is when the
+// library lets the lease go, not at it.
+func TestSupervisor_firstDeadline(t *testing.T) {
+	t.Parallel()
+	for _, group := range []bool{true, false} {
+		t.Run(fmt.Sprintf("group=%t", group), func(t *testing.T) {
+			t.Parallel()
+			deadline := time.Now().Add(2 * time.Second)
+			s := &supervisor{cmd: "run", name: "n", lease: fakeLease{context.Background(), deadline}, grace: time.Second, killLead: 700 * time.Millisecond}
+			env := append(os.Environ(), childEnv+"=ignore-term")
+			if err := s.start(os.Args[0], []string{os.Args[0]}, env, &exec.Cmd{Stdout: io.Discard}, group); err != nil {
+				t.Fatal(err)
+			}
+			defer s.g.control.Close()
+			timeout := time.After(30 * time.Second)
+			for {
+				select {
+				case ev, ok := <-s.g.events:
+					if !ok {
+						t.Fatalf("guard exited (%v) without reporting how COMMAND ended", <-s.g.exited)
+					}
+					switch ev.kind {
+					case "started":
+						t.Cleanup(func() { syscall.Kill(ev.pid, syscall.SIGKILL) })
+					case "exited":
+						if late := time.Since(deadline); late >= 0 {
+							t.Errorf("COMMAND ended %v after the lease's deadline, want killed the kill lead (700ms) before it", late)
+						}
+						if !ev.status.Signaled() || ev.status.Signal() != syscall.SIGKILL {
+							t.Errorf("COMMAND ended: %s, want killed by SIGKILL", describe(ev.status))
+						}
+						return
+					case "failed":
+						t.Fatalf("COMMAND failed to start: %d %s", ev.code, ev.text)
+					}
+				case <-timeout:
+					t.Fatal("COMMAND still running 30s after the lease's deadline, want it killed before")
+				}
+			}
+		})
+	}
+}
+
+// A renewal that reaches the guard after the deadline it was armed with
+// comes too late: the guard has killed COMMAND at the old deadline, and
+// run must report the lease's deadline passing (exit 124), not COMMAND
+// killed by a signal (137) because fencelock's own idea of the deadline
+// had moved on. A fencelock starved on a loaded machine renews the lease
+// in time for Redis but tells its guard too late.
+func TestSupervisor_guardExpiredBeforeRenewalReachedIt(t *testing.T) {
+	t.Parallel()
+	first := time.Now().Add(time.Second)
+	s := &supervisor{cmd: "run", name: "n", lease: fakeLease{context.Background(), first}, grace: time.Second, killLead: 500 * time.Millisecond,
+		say: func(string, ...any) {}, renewErr: func() error { return nil }}
+	env := append(os.Environ(), childEnv+"=ignore-term")
+	if err := s.start(os.Args[0], []string{os.Args[0]}, env, &exec.Cmd{Stdout: io.Discard}, true); err != nil {
+		t.Fatal(err)
+	}
+	// fencelock is starved until its guard has acted on the first
+	// deadline and exited.
+	if !waitProcGone(s.g.proc.Process.Pid, 30*time.Second) {
+		t.Fatal("guard still running 30s after the first deadline")
+	}
+	// Then it runs: the lease was renewed meanwhile.
+	s.lease = fakeLease{context.Background(), time.Now().Add(time.Hour)}
+	res := s.run()
+	if !res.killed || res.stopped == "" || res.err != nil {
+		t.Errorf("run = killed %t, stopped %q, err %v; want COMMAND reported killed at the lease's deadline by its guard", res.killed, res.stopped, res.err)
+	}
+}
+
+// waitProcGone waits until pid has exited (a zombie, or reaped), for at
+// most d.
+func waitProcGone(pid int, d time.Duration) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
 }

@@ -10,10 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The CLI against a Sentinel group and a Cluster, through the URL forms
-// of --redis. One deployment per test function: each takes seconds to
-// start.
-
 func TestSentinelURL(t *testing.T) {
 	t.Parallel()
 	g := redistest.NewSentinelGroup(t)
@@ -168,86 +164,4 @@ func doctorJSONURL(t *testing.T, url string) (int, doctorReport, map[string]find
 		fs[f.Check] = f
 	}
 	return code, rep, fs
-}
-
-func TestRedisOptions_topologies(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{"REDIS_USERNAME": "app", "REDIS_PASSWORD": "masterpw"}
-	getenv := func(k string) string { return env[k] }
-
-	got, err := redisOptions("redis+sentinel://sen:sentpw@s2,s1:5000/mymaster/3?dial_timeout=2s&addr=[::1]:5002", getenv)
-	if err != nil {
-		t.Fatalf("sentinel URL: %v", err)
-	}
-	f := got.failover
-	if f == nil || got.node != nil || got.cluster != nil {
-		t.Fatalf("sentinel URL gave %+v, want failover options only", got)
-	}
-	if want := []string{"s2:26379", "s1:5000", "[::1]:5002"}; strings.Join(f.SentinelAddrs, " ") != strings.Join(want, " ") {
-		t.Errorf("SentinelAddrs = %q, want %q", f.SentinelAddrs, want)
-	}
-	if f.MasterName != "mymaster" || f.DB != 3 || f.DialTimeout.String() != "2s" || f.TLSConfig != nil {
-		t.Errorf("failover options: master %q, db %d, dial timeout %v, TLS %v; want mymaster, 3, 2s, none", f.MasterName, f.DB, f.DialTimeout, f.TLSConfig)
-	}
-	if f.SentinelUsername != "sen" || f.SentinelPassword != "sentpw" || f.Username != "app" || f.Password != "masterpw" {
-		t.Errorf("credentials: sentinel %q/%q, master %q/%q; want sen/sentpw from the URL, app/masterpw from the environment",
-			f.SentinelUsername, f.SentinelPassword, f.Username, f.Password)
-	}
-	if got, err := redisOptions("rediss+sentinel://s1:5000/m", getenv); err != nil || got.failover.TLSConfig == nil {
-		t.Errorf("rediss+sentinel: %+v, %v; want TLS", got, err)
-	}
-
-	got, err = redisOptions("redis+cluster://c1:7000,c2:7001?addr=c3:7002&read_only=true", getenv)
-	if err != nil {
-		t.Fatalf("cluster URL: %v", err)
-	}
-	c := got.cluster
-	if c == nil || got.node != nil || got.failover != nil {
-		t.Fatalf("cluster URL gave %+v, want cluster options only", got)
-	}
-	if want := []string{"c1:7000", "c2:7001", "c3:7002"}; strings.Join(c.Addrs, " ") != strings.Join(want, " ") {
-		t.Errorf("Addrs = %q, want %q", c.Addrs, want)
-	}
-	if c.Username != "app" || c.Password != "masterpw" || !c.ReadOnly {
-		t.Errorf("cluster options: %q/%q, read only %v; want app/masterpw from the environment, true", c.Username, c.Password, c.ReadOnly)
-	}
-	if got, err := redisOptions("rediss+cluster://u:urlpw@c1:7000", getenv); err != nil || got.cluster.TLSConfig == nil || got.cluster.Password != "urlpw" {
-		t.Errorf("rediss+cluster with userinfo: %+v, %v; want TLS and the URL's password", got, err)
-	}
-}
-
-func TestTopologyURL_usage(t *testing.T) {
-	t.Parallel()
-	for _, raw := range []string{
-		"redis+sentinel://127.0.0.1:1",                                 // no master
-		"redis+sentinel://127.0.0.1:1/",                                // no master
-		"redis+sentinel://127.0.0.1:1/m/0/x",                           // too deep
-		"redis+sentinel://127.0.0.1:1/m/db",                            // db not a number
-		"redis+sentinel://127.0.0.1:1/m?master_name=n",                 // two names
-		"redis+sentinel://127.0.0.1:1/m?password=secretpw",             // master password in argv
-		"redis+sentinel://127.0.0.1:1,/m",                              // empty host
-		"redis+sentinel://127.0.0.1:x,127.0.0.1:2/m",                   // bad port
-		"redis+sentinel://127.0.0.1:1/m?addr=nohostport",               // bad addr param
-		"redis+sentinel://127.0.0.1:1/m?bogus=1",                       // unknown option
-		"sentinel://127.0.0.1:1/m",                                     // scheme without redis+
-		"redis+cluster://127.0.0.1:1/3",                                // a database
-		"redis+cluster://127.0.0.1:1?bogus=1",                          // unknown option
-		"redis+cluster://u:secretpw@127.0.0.1:1?dial_timeout=secretpw", // bad value
-		"redis+cluster://",                                             // no node
-		"cluster://127.0.0.1:1",
-		"http://127.0.0.1:1",       // not Redis
-		"secretpw://:secretpw@h:1", // found by FuzzRedisOptions: the scheme was quoted again
-	} {
-		h := newHarness(t)
-		if got := h.run("status", "--redis", raw, "name"); got != exitUsage {
-			t.Errorf("status --redis %s: exit = %d, want %d (usage)", raw, got, exitUsage)
-		}
-		if strings.Count(h.stderr.String(), "secretpw") > strings.Count(strings.ReplaceAll(raw, ":secretpw@", ":xxxxx@"), "secretpw") {
-			t.Errorf("status --redis %s: stderr %q reveals the password", raw, h.stderr)
-		}
-	}
-	h := newHarness(t)
-	if got := h.run("demo", "--redis", "redis+cluster://127.0.0.1:1"); got != exitUsage {
-		t.Errorf("demo --redis redis+cluster://: exit = %d, want %d (usage)", got, exitUsage)
-	}
 }

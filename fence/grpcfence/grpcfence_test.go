@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/fencetest"
 	"github.com/fencelock/fencelock/fence/grpcfence"
 )
 
@@ -241,6 +242,92 @@ func TestUnary_optional(t *testing.T) {
 	if got, err := unary(with(t.Context(), f), c, "r"); err != nil || got != f.String() {
 		t.Errorf("UnaryCall with %v, optional = %q, %v; want %q, nil", f, got, err, f.String())
 	}
+}
+
+// TestUnary_optionalChecksFence: Optional spares only calls without a
+// fence; a call that sends one is checked like any other.
+func TestUnary_optionalChecksFence(t *testing.T) {
+	f10 := fence.Fence{Lock: "orders", Token: 10, Lease: "a"}
+	store := &fence.Memory{}
+	if err := store.Put(t.Context(), "r", f10, nil); err != nil {
+		t.Fatal(err)
+	}
+	svc := &service{}
+	c := dial(t, serve(t, &grpcfence.Server{Store: store, Resource: byPayload, Optional: true}, svc))
+	for _, stale := range []fence.Fence{{Lock: "orders", Token: 9, Lease: "b"}, {Lock: "invoices", Token: 99, Lease: "b"}} {
+		if _, err := unary(with(t.Context(), stale), c, "r"); !errors.Is(err, fence.ErrStale) || status.Code(err) != codes.Aborted {
+			t.Errorf("UnaryCall with %v, optional = %v; want Aborted, ErrStale", stale, err)
+		}
+	}
+	if n := svc.calls.Load(); n != 0 {
+		t.Errorf("stale calls reached the handler %d times, want 0", n)
+	}
+}
+
+// TestClient_replacesFence: the client interceptors send their fence in
+// place of one the caller put in the metadata (a value copied from an
+// incoming call, say), so the server gets one value, the interceptor's.
+func TestClient_replacesFence(t *testing.T) {
+	f10 := fence.Fence{Lock: "orders", Token: 10, Lease: "a"}
+	old := fence.Fence{Lock: "orders", Token: 9, Lease: "z"}
+	var streamed []fence.Fence
+	svc := &service{streamed: func(f fence.Fence) { streamed = append(streamed, f) }}
+	c := dial(t, serve(t, &grpcfence.Server{Store: &fence.Memory{}, Resource: byPayload}, svc))
+	ctx := metadata.AppendToOutgoingContext(t.Context(), grpcfence.MetadataKey, old.String(), "other", "kept")
+	if got, err := unary(with(ctx, f10), c, "r"); err != nil || got != f10.String() {
+		t.Errorf("UnaryCall with %v over metadata holding %v = %q, %v; want %q, nil", f10, old, got, err, f10.String())
+	}
+	stream, err := c.StreamingInputCall(with(ctx, f10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CloseAndRecv(); err != nil || len(streamed) != 1 || streamed[0] != f10 {
+		t.Errorf("stream with %v over metadata holding %v = %v, handler saw %v; want nil, %v", f10, old, err, streamed, f10)
+	}
+	if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get(grpcfence.MetadataKey)) != 1 || len(md.Get("other")) != 1 {
+		t.Errorf("caller's metadata after the calls = %v, want it unchanged", md)
+	}
+}
+
+// TestServer_hooks: every call the interceptors fence is reported once,
+// with Op "grpc", as accepted, stale or failed; calls that pass
+// unchecked are not.
+func TestServer_hooks(t *testing.T) {
+	f10 := fence.Fence{Lock: "orders", Token: 10, Lease: "a"}
+	f9 := fence.Fence{Lock: "orders", Token: 9, Lease: "b"}
+	var rec fencetest.Recorder
+	c := dial(t, serve(t, &grpcfence.Server{Store: &fence.Memory{}, Resource: byPayload, Hooks: rec.Hooks()}, &service{}))
+	failing := dial(t, serve(t, &grpcfence.Server{Store: failingStore{&fence.Memory{}}, Resource: byPayload, Hooks: rec.Hooks()}, &service{}))
+	ctx := t.Context()
+	unary(with(ctx, f10), c, "r")
+	unary(with(ctx, f9), c, "r")
+	unary(metadata.AppendToOutgoingContext(ctx, grpcfence.MetadataKey, `"11";lock=orders;lease="b"`), c, "r")
+	unary(ctx, c, "r")
+	c.EmptyCall(ctx, &testgrpc.Empty{}) // not fenced
+	unary(with(ctx, f10), failing, "r")
+	stream, err := c.StreamingInputCall(with(ctx, f10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.CloseAndRecv()
+	reports := rec.Reports()
+	// The hooks get the call's context on the server, which carries no
+	// mark of the client's: compare the rest.
+	for i := range reports {
+		reports[i].Ctx = fencetest.WithMark(reports[i].Ctx, "grpc")
+	}
+	want := []fencetest.Want{
+		{Kind: "accepted", Op: "grpc", Fence: f10},
+		{Kind: "stale", Op: "grpc", Fence: f9, Current: f10},
+		{Kind: "failed", Op: "grpc", Err: fence.ErrInvalid},
+		{Kind: "failed", Op: "grpc", Err: fence.ErrInvalid},
+		{Kind: "failed", Op: "grpc", Fence: f10, Err: io.ErrUnexpectedEOF},
+	}
+	if len(reports) == 6 {
+		fencetest.CheckReports(t, reports[5:], fencetest.WithMark(ctx, "grpc"), "stream", fencetest.Want{Kind: "accepted", Op: "grpc", Fence: f10})
+		reports = reports[:5]
+	}
+	fencetest.CheckReports(t, reports, fencetest.WithMark(ctx, "grpc"), "r", want...)
 }
 
 func TestUnary_storeFails(t *testing.T) {

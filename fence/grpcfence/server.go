@@ -3,7 +3,9 @@ package grpcfence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -44,8 +46,20 @@ type Server struct {
 	Resource func(ctx context.Context, method string, req any) (resource string, ok bool)
 
 	// Optional lets a call for a resource pass through unchecked if it
-	// has no fence. Default: false, such calls fail with InvalidArgument.
+	// has no fence. A call that has one is checked all the same. Default:
+	// false, such calls fail with InvalidArgument.
 	Optional bool
+
+	// Hooks, if set, receive the decision on each call the interceptors
+	// fence, with Op "grpc", before the handler runs: accepted (the
+	// handler runs), stale (Aborted), or failed (InvalidArgument, with an
+	// error wrapping fence.ErrInvalid; Unavailable, with the Store's or
+	// the context's error). Calls that pass through unchecked are not
+	// reported. Set it rather than wrapping Store with fence.WithHooks,
+	// which would report each checked call again, as a "get", and none of
+	// those refused before the Store is asked. Default: nil, nothing is
+	// reported.
+	Hooks *fence.Hooks
 
 	locks keyed.Mutex
 }
@@ -95,25 +109,36 @@ func (s *Server) admit(ctx context.Context, method string, req any, handle func(
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	values := md.Get(MetadataKey)
-	switch {
-	case len(values) == 0 && s.Optional:
+	if len(values) == 0 && s.Optional {
 		return handle(ctx)
+	}
+	start := time.Now()
+	var f fence.Fence
+	report := func(err error) {
+		s.Hooks.Report(ctx, fence.AccessInfo{Op: "grpc", Resource: resource, Fence: f, Latency: time.Since(start), Err: err})
+	}
+	switch {
 	case len(values) == 0:
+		report(fmt.Errorf("%w: no %s metadata", fence.ErrInvalid, MetadataKey))
 		return refusal(codes.InvalidArgument, ReasonRequired, "send the lease's fence in the "+MetadataKey+" metadata", nil)
 	case len(values) > 1:
+		report(fmt.Errorf("%w: more than one %s metadata value", fence.ErrInvalid, MetadataKey))
 		return refusal(codes.InvalidArgument, ReasonInvalid, "more than one "+MetadataKey+" metadata value", nil)
 	}
 	f, err := fence.Parse(values[0])
 	if err != nil {
+		report(err)
 		return refusal(codes.InvalidArgument, ReasonInvalid, err.Error(), nil)
 	}
 
 	unlock, err := s.locks.Lock(ctx, resource)
 	if err != nil {
+		report(err)
 		return status.Errorf(codes.Unavailable, "grpcfence: waiting for resource %q: %v", resource, err)
 	}
 	defer unlock()
 	_, err = s.Store.Get(ctx, resource, f)
+	report(err)
 	var stale *fence.StaleError
 	switch {
 	case errors.As(err, &stale):

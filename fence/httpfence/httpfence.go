@@ -27,7 +27,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/internal/keyed"
@@ -59,8 +61,19 @@ type Middleware struct {
 	Resource func(r *http.Request) (resource string, ok bool)
 
 	// Optional lets a request for a resource pass through unchecked if it
-	// has no fence header. Default: false, such requests get 428.
+	// has no fence header. A request that has one is checked all the
+	// same. Default: false, such requests get 428.
 	Optional bool
+
+	// Hooks, if set, receive the decision on each request the middleware
+	// fences, with Op "http", before the handler runs: accepted (the
+	// handler runs), stale (409), or failed (400 and 428, with an error
+	// wrapping fence.ErrInvalid; 503, with the Store's error). Requests
+	// that pass through unchecked are not reported. Set it rather than
+	// wrapping Store with fence.WithHooks, which would report each
+	// checked request again, as a "get", and none of those refused before
+	// the Store is asked. Default: nil, nothing is reported.
+	Hooks *fence.Hooks
 
 	locks keyed.Mutex
 }
@@ -75,21 +88,30 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		values := r.Header.Values(Header)
-		switch {
-		case len(values) == 0 && m.Optional:
+		if len(values) == 0 && m.Optional {
 			next.ServeHTTP(w, r)
 			return
+		}
+		start := time.Now()
+		var f fence.Fence
+		report := func(err error) {
+			m.Hooks.Report(r.Context(), fence.AccessInfo{Op: "http", Resource: resource, Fence: f, Latency: time.Since(start), Err: err})
+		}
+		switch {
 		case len(values) == 0:
+			report(fmt.Errorf("%w: no %s header", fence.ErrInvalid, Header))
 			writeProblem(w, problem{Type: "required", Title: "Fencing token required", Status: http.StatusPreconditionRequired,
 				Detail: "send the lease's fence in the " + Header + " header"})
 			return
 		case len(values) > 1:
+			report(fmt.Errorf("%w: more than one %s header", fence.ErrInvalid, Header))
 			writeProblem(w, problem{Type: "malformed", Title: "Malformed fencing token", Status: http.StatusBadRequest,
 				Detail: "more than one " + Header + " header"})
 			return
 		}
 		f, err := fence.Parse(values[0])
 		if err != nil {
+			report(err)
 			writeProblem(w, problem{Type: "malformed", Title: "Malformed fencing token", Status: http.StatusBadRequest,
 				Detail: err.Error()})
 			return
@@ -97,11 +119,13 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 		unlock, err := m.locks.Lock(r.Context(), resource)
 		if err != nil {
+			report(err)
 			writeProblem(w, unavailable)
 			return
 		}
 		defer unlock()
 		_, err = m.Store.Get(r.Context(), resource, f)
+		report(err)
 		var stale *fence.StaleError
 		switch {
 		case errors.As(err, &stale):

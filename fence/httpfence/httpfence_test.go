@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/fencetest"
 	"github.com/fencelock/fencelock/fence/httpfence"
 )
 
@@ -64,6 +65,12 @@ func TestMiddleware(t *testing.T) {
 		{"other lock", required, "POST", []string{`"99";lock="invoices";lease="c"`}, 409, `fenced by lock "orders"`},
 		{"missing", required, "DELETE", nil, 428, "Fencing-Token"},
 		{"missing, optional", optional, "DELETE", nil, 200, "unfenced"},
+		// Optional spares only requests without a fence: one that sends a
+		// fence is checked like any other.
+		{"stale, optional", optional, "POST", []string{`"10";lock="orders";lease="a"`}, 409, "token 10 is older than current token 11"},
+		{"other lock, optional", optional, "POST", []string{`"99";lock="invoices";lease="c"`}, 409, `fenced by lock "orders"`},
+		{"malformed, optional", optional, "POST", []string{`"11";lock=orders;lease="b"`}, 400, "must be a string"},
+		{"admitted, optional", optional, "PUT", []string{`"11";lock="orders";lease="b"`}, 200, `"11";lock="orders";lease="b"`},
 		{"not fenced", required, "GET", nil, 200, "unfenced"},
 		{"malformed", required, "POST", []string{`"11";lock=orders;lease="b"`}, 400, "must be a string"},
 		{"invalid", required, "POST", []string{`"0";lock="orders";lease="b"`}, 400, "zero"},
@@ -122,4 +129,54 @@ type failingStore struct{ *fence.Memory }
 
 func (failingStore) Get(context.Context, string, fence.Fence) ([]byte, error) {
 	return nil, io.ErrUnexpectedEOF
+}
+
+// TestMiddleware_hooks: every request the middleware fences is reported
+// once, with Op "http", as accepted, stale or failed; requests that pass
+// unchecked are not.
+func TestMiddleware_hooks(t *testing.T) {
+	f10 := fence.Fence{Lock: "orders", Token: 10, Lease: "a"}
+	f9 := fence.Fence{Lock: "orders", Token: 9, Lease: "b"}
+	var rec fencetest.Recorder
+	m := &httpfence.Middleware{Store: &fence.Memory{}, Resource: byPath, Optional: true, Hooks: rec.Hooks()}
+	failing := &httpfence.Middleware{Store: failingStore{&fence.Memory{}}, Resource: byPath, Hooks: rec.Hooks()}
+	ctx := fencetest.WithMark(t.Context(), "http")
+	send := func(h http.Handler, method string, headers ...string) int {
+		r := httptest.NewRequestWithContext(ctx, method, "/orders/42", nil)
+		for _, v := range headers {
+			r.Header.Add(httpfence.Header, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	h := m.Handler(echoFence)
+	required := (&httpfence.Middleware{Store: &fence.Memory{}, Resource: byPath, Hooks: rec.Hooks()}).Handler(echoFence)
+	for _, c := range []struct {
+		h       http.Handler
+		method  string
+		headers []string
+		want    int
+	}{
+		{h, "POST", []string{f10.String()}, 200},
+		{h, "POST", []string{f9.String()}, 409},
+		{h, "POST", []string{`"11";lock=orders;lease="b"`}, 400},
+		{h, "POST", []string{f10.String(), f10.String()}, 400},
+		{h, "POST", nil, 200}, // optional: passes unchecked, unreported
+		{h, "GET", nil, 200},  // not fenced
+		{required, "POST", nil, 428},
+		{failing.Handler(echoFence), "POST", []string{f10.String()}, 503},
+	} {
+		if code := send(c.h, c.method, c.headers...); code != c.want {
+			t.Fatalf("%s with %q: status %d, want %d", c.method, c.headers, code, c.want)
+		}
+	}
+	fencetest.CheckReports(t, rec.Reports(), ctx, "/orders/42",
+		fencetest.Want{Kind: "accepted", Op: "http", Fence: f10},
+		fencetest.Want{Kind: "stale", Op: "http", Fence: f9, Current: f10},
+		fencetest.Want{Kind: "failed", Op: "http", Err: fence.ErrInvalid},
+		fencetest.Want{Kind: "failed", Op: "http", Err: fence.ErrInvalid},
+		fencetest.Want{Kind: "failed", Op: "http", Err: fence.ErrInvalid},
+		fencetest.Want{Kind: "failed", Op: "http", Fence: f10, Err: io.ErrUnexpectedEOF},
+	)
 }

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +74,9 @@ var _ fence.Store = (*Store)(nil)
 func New(rdb redis.Scripter, opts *Options) *Store {
 	s := &Store{rdb: rdb, prefix: "fence:", ttl: "0"}
 	var errs []error
-	if rdb == nil {
+	if rdb == nil || reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil() {
+		// A typed nil (a *redis.Client that is nil) is not == nil, and
+		// its methods would panic.
 		errs = append(errs, fmt.Errorf("%w: redisfence: nil Redis client", fence.ErrInvalid))
 	}
 	if opts != nil {

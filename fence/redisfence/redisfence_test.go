@@ -27,6 +27,26 @@ func TestStore(t *testing.T) {
 	fencetest.Run(t, newStores(redistest.New(t).Client(t)))
 }
 
+// Every fenced access of a redisfence Store behind fence.WithHooks is
+// reported once, WRONGTYPE failures included.
+func TestStore_hooks(t *testing.T) {
+	rdb := redistest.New(t).Client(t)
+	fencetest.RunHooks(t, func(t *testing.T, h *fence.Hooks) fence.Store {
+		return fence.WithHooks(redisfence.New(rdb, &redisfence.Options{Prefix: t.Name() + ":"}), h)
+	})
+	var rec fencetest.Recorder
+	s := fence.WithHooks(redisfence.New(rdb, &redisfence.Options{Prefix: "wrongtype:"}), rec.Hooks())
+	if err := rdb.LPush(t.Context(), "{wrongtype:r}", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	f := fence.Fence{Lock: "orders", Token: 1, Lease: "a"}
+	ctx := fencetest.WithMark(t.Context(), "wrongtype")
+	if err := s.Put(ctx, "r", f, []byte("v")); !errors.Is(err, redisfence.ErrWrongType) {
+		t.Fatalf("Put on a list = %v, want ErrWrongType", err)
+	}
+	fencetest.CheckReports(t, rec.Reports(), ctx, "r", fencetest.Want{Kind: "failed", Op: "put", Fence: f, Err: redisfence.ErrWrongType})
+}
+
 // TestStore_cluster runs the suite on a one-node Cluster, where a script
 // whose keys are in two slots fails with CROSSSLOT: it shows that the
 // hash tag keeps both keys of every resource name in one slot.
@@ -158,6 +178,7 @@ func TestNew_invalid(t *testing.T) {
 		"prefix }":     redisfence.New(rdb, &redisfence.Options{Prefix: "}"}),
 		"negative TTL": redisfence.New(rdb, &redisfence.Options{TTL: -time.Second}),
 		"nil client":   redisfence.New(nil, nil),
+		"typed nil":    redisfence.New((*redis.Client)(nil), nil),
 	} {
 		_, _, loadErr := s.Load(t.Context(), "r")
 		_, getErr := s.Get(t.Context(), "r", f)

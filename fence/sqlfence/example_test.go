@@ -1,59 +1,12 @@
 package sqlfence_test
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
+	"strings"
 
-	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/sqlfence"
 )
-
-// Tx fences the caller's own statements: the UPDATE commits only with a
-// fence the orders table has not seen overtaken.
-func ExampleStore_Tx() {
-	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "sqlfence")
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-
-	fences := sqlfence.New(db, sqlfence.SQLite, "fences")
-	if err := fences.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, state TEXT)`)
-	db.ExecContext(ctx, `INSERT INTO orders VALUES (42, 'paid')`)
-
-	setState := func(f fence.Fence, state string) error {
-		return fences.Tx(ctx, "orders/42", f, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `UPDATE orders SET state = ? WHERE id = 42`, state)
-			return err
-		})
-	}
-	old := fence.Fence{Lock: "orders:42", Token: 1764431234567890, Lease: "k3J9x"}
-	newer := fence.Fence{Lock: "orders:42", Token: 1764431299000000, Lease: "p0Qr7"}
-	fmt.Println(setState(old, "packed"))
-	fmt.Println(setState(newer, "shipped"))
-	err = setState(old, "refunded")
-	fmt.Println(errors.Is(err, fence.ErrStale))
-
-	var state string
-	db.QueryRowContext(ctx, `SELECT state FROM orders WHERE id = 42`).Scan(&state)
-	fmt.Println(state)
-	// Output:
-	// <nil>
-	// <nil>
-	// true
-	// shipped
-}
 
 // The fence table's statement, for a migration tool's schema file.
 func ExampleFencesDDL() {
@@ -69,4 +22,20 @@ func ExampleFencesDDL() {
 	//   token     BIGINT NOT NULL,
 	//   lease     TEXT NOT NULL
 	// );
+}
+
+// The fence function's statements, for a migration tool's schema file;
+// here the first line of each, on MySQL.
+func ExampleFunctionDDL() {
+	stmts, err := sqlfence.FunctionDDL(sqlfence.MySQL, "fences")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, stmt := range stmts {
+		first, _, _ := strings.Cut(stmt, "\n")
+		fmt.Println(first)
+	}
+	// Output:
+	// DROP PROCEDURE IF EXISTS fences_fence
+	// CREATE PROCEDURE fences_fence(IN resource_name VARBINARY(1024), IN fence_text BLOB)
 }

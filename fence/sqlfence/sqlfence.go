@@ -1,64 +1,3 @@
-// Package sqlfence fences access to a SQL database through database/sql:
-// a fence table, Tx to run the caller's own statements in the same
-// transaction as the fence check, and a fence.Store over a table of
-// values. It imports no driver; pick one and a Dialect.
-//
-// # Why it is atomic
-//
-// Each resource has one row in the fence table. A fenced access is one
-// transaction that first locks that row, then reads the fence, applies
-// fence.Check, records the new fence, runs the access and commits. The
-// lock is held until commit, so a concurrent access to the same resource
-// waits, then reads the fence the first one recorded: no check can be
-// separated from its write.
-//
-//   - PostgreSQL: SELECT ... FOR UPDATE locks the row; after waiting, it
-//     returns the latest committed version even under READ COMMITTED.
-//     Under REPEATABLE READ or SERIALIZABLE a concurrent change fails
-//     the transaction with a serialization error instead: safe, but to
-//     be retried by the caller.
-//   - MySQL and MariaDB (InnoDB): SELECT ... FOR UPDATE locks the row and
-//     is a locking read, which sees the latest committed version even
-//     under REPEATABLE READ. The consistent snapshot of the caller's
-//     plain SELECTs is taken at their first read, after the lock.
-//   - SQLite: there are no row locks, but a single writer. The
-//     transaction's first statement is a write, which takes the write
-//     lock (as BEGIN IMMEDIATE would) before the fence is read. Open the
-//     database with a busy timeout (modernc.org/sqlite:
-//     _pragma=busy_timeout(5000)), or concurrent writers fail with
-//     SQLITE_BUSY instead of waiting.
-//
-// A resource's row is created, with no fence (token 0), by its first
-// access, in a statement of its own before the transaction: creating it
-// there does not decide anything, and it keeps the transaction free of
-// insert locks, which deadlock easily on MySQL.
-//
-// Only statements run inside Tx are fenced. Anything that writes the
-// protected tables outside it, or reads there what it will act on, is
-// not protected.
-//
-// # Tables
-//
-// Tx needs only the fence table, which Migrate creates; the fence.Store
-// methods (Put, Get, Load, Delete) also need the value table, which
-// MigrateValues creates. Projects that manage their schema with a
-// migration tool can take the statements from FencesDDL and ValuesDDL
-// instead.
-//
-// # pgx
-//
-// The Store works on a *sql.DB. A program that uses pgx's own pool
-// (github.com/jackc/pgx/v5/pgxpool) gets one over that pool with
-// stdlib.OpenDBFromPool (github.com/jackc/pgx/v5/stdlib), so both share
-// its connections:
-//
-//	pool, err := pgxpool.New(ctx, dsn)
-//	...
-//	db := stdlib.OpenDBFromPool(pool)
-//	fences := sqlfence.New(db, sqlfence.Postgres, "fences")
-//
-// The *sql.DB keeps no idle connections of its own (the pool does), and
-// closing it does not close the pool.
 package sqlfence
 
 import (
@@ -67,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -78,7 +18,8 @@ type Store struct {
 	dialect Dialect
 	table   string
 	q       queries
-	err     error // invalid arguments to New, returned by every call
+	err     error        // invalid arguments to New, returned by every call
+	hooks   *fence.Hooks // nil: nothing reported
 }
 
 var _ fence.Store = (*Store)(nil)
@@ -115,6 +56,18 @@ func validate(d Dialect, table string) error {
 		errs = append(errs, fmt.Errorf("%w: sqlfence: table name %q is not a plain identifier of at most 48 bytes", fence.ErrInvalid, table))
 	}
 	return errors.Join(errs...)
+}
+
+// WithHooks returns a Store on the same database and tables as s that
+// reports every fenced access to h: Tx (Op "tx"), Put, Get and Delete
+// (fence.Hooks.Report). s itself is unchanged and reports nothing. Use
+// it rather than fence.WithHooks, which hides Tx and would report the
+// fence.Store methods a second time if both were used. A nil h reports
+// nothing.
+func (s *Store) WithHooks(h *fence.Hooks) *Store {
+	c := *s
+	c.hooks = h
+	return &c
 }
 
 // FencesDDL returns the statement that creates the fence table named
@@ -186,7 +139,25 @@ func (s *Store) Tx(ctx context.Context, resource string, f fence.Fence, fn func(
 // errNoRow says that a resource has no fence row yet.
 var errNoRow = errors.New("no fence row")
 
-func (s *Store) tx(ctx context.Context, op, resource string, f fence.Fence, fn func(context.Context, *sql.Tx) error) error {
+func (s *Store) tx(ctx context.Context, op, resource string, f fence.Fence, fn func(context.Context, *sql.Tx) error) (err error) {
+	if s.hooks != nil {
+		start := time.Now()
+		returned := false
+		defer func() {
+			if !returned {
+				// fn panicked or called runtime.Goexit; the panic goes on.
+				err = fmt.Errorf("sqlfence: %s %q: fn did not return (panic or runtime.Goexit)", op, resource)
+			}
+			s.hooks.Report(ctx, fence.AccessInfo{Op: op, Resource: resource, Fence: f, Latency: time.Since(start), Err: err})
+		}()
+		err = s.doTx(ctx, op, resource, f, fn)
+		returned = true
+		return err
+	}
+	return s.doTx(ctx, op, resource, f, fn)
+}
+
+func (s *Store) doTx(ctx context.Context, op, resource string, f fence.Fence, fn func(context.Context, *sql.Tx) error) error {
 	if s.err != nil {
 		return fmt.Errorf("sqlfence: %s %q: %w", op, resource, s.err)
 	}

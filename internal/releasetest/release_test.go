@@ -22,7 +22,7 @@ const root = "github.com/fencelock/fencelock"
 
 // published are the modules that scripts/release tags, by directory, in
 // the order it tags them.
-var published = []string{"", "fence/sqlfence", "fence/grpcfence", "fenceprom", "fenceotel", "cmd/fencelock"}
+var published = []string{"", "fence/sqlfence", "fence/grpcfence", "fence/s3fence", "fenceprom", "fenceotel", "cmd/fencelock"}
 
 // TestRelease_localProxy releases the tree as the next version in a
 // clone, serves the tags from a file-based module proxy, and then, with
@@ -108,7 +108,7 @@ func TestRelease_localProxy(t *testing.T) {
 	run(t, consumer, offline, "go", "build", "-o", "consumer", ".")
 	got := run(t, consumer, nil, filepath.Join(consumer, "consumer"))
 	t.Logf("consumer:\n%s", got)
-	for _, w := range []string{"fencelock: true", "sqlfence: true", "grpcfence: true", "fenceprom: true", "fenceotel: true"} {
+	for _, w := range []string{"fencelock: true", "sqlfence: true", "grpcfence: true", "s3fence: true", "fenceprom: true", "fenceotel: true"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("consumer printed %q, want a line %q", got, w)
 		}
@@ -121,6 +121,40 @@ func TestRelease_localProxy(t *testing.T) {
 	for _, dir := range published[:len(published)-1] {
 		if m := findModule(t, list, modPath(dir)); m.Version != next || m.Replace != nil {
 			t.Errorf("consumer's build list has %s at %q (replaced: %v), want %s from the proxy", modPath(dir), m.Version, m.Replace != nil, next)
+		}
+	}
+
+	// A consumer of sqlfence alone: the drivers its tests use must not
+	// reach the consumer's go.sum (not even as go.mod hashes), since
+	// sqlfence itself imports none.
+	sqlConsumer := filepath.Join(tmp, "sqlconsumer")
+	if err := os.MkdirAll(sqlConsumer, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog, err = os.ReadFile(filepath.Join("testdata", "sqlconsumer", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sqlConsumer, "main.go"), prog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, sqlConsumer, offline, "go", "mod", "init", "example.com/sqlconsumer")
+	run(t, sqlConsumer, offline, "go", "get", modPath("fence/sqlfence")+"@"+next)
+	run(t, sqlConsumer, offline, "go", "mod", "tidy")
+	run(t, sqlConsumer, offline, "go", "build", "-o", "sqlconsumer", ".")
+	if got := run(t, sqlConsumer, nil, filepath.Join(sqlConsumer, "sqlconsumer")); !strings.Contains(got, "sqlfence: true") {
+		t.Errorf("sqlfence consumer printed %q, want %q", got, "sqlfence: true")
+	}
+	sum, err := os.ReadFile(filepath.Join(sqlConsumer, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("go.sum of a consumer of sqlfence alone:\n%s", sum)
+	for _, driver := range []string{"modernc.org/", "github.com/go-sql-driver/", "github.com/jackc/"} {
+		for line := range strings.Lines(string(sum)) {
+			if strings.HasPrefix(line, driver) {
+				t.Errorf("the go.sum of a consumer of sqlfence alone has %s, a module of sqlfence's tests only", strings.TrimSpace(line))
+			}
 		}
 	}
 

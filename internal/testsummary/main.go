@@ -3,13 +3,15 @@
 // -v (package results, and the output of failing tests only), and prints
 // one table of every cell at the end.
 //
-//	testsummary run -server NAME -root MODULE -out FILE -- go test -json ARGS...
+//	testsummary run -server NAME -root MODULE -out FILE [-label LABEL] -- go test -json ARGS...
 //	testsummary table FILE...
 //
 // run records the cell's counts in FILE and exits 0 unless the command
 // could not be started; table prints server × package → pass, fail and
 // skip counts of top-level tests, the failing tests under it, each
 // server's wall time, and exits 1 if any cell failed.
+// -label names a cell run on another transport (FENCELOCK_TRANSPORT): its
+// packages are rows of their own, "./tests [rueidis]".
 //
 // It uses only the standard library, so that go run builds it on a
 // fresh machine without downloads.
@@ -39,7 +41,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testsummary run -server NAME -root MODULE -out FILE -- go test -json ARGS...\n       testsummary table FILE...")
+	fmt.Fprintln(os.Stderr, "usage: testsummary run -server NAME -root MODULE -out FILE [-label LABEL] -- go test -json ARGS...\n       testsummary table FILE...")
 	os.Exit(2)
 }
 
@@ -48,6 +50,7 @@ func runCmd(args []string) int {
 	server := fs.String("server", "-", "the server the packages ran on (- for none)")
 	root := fs.String("root", "", "the repository's root module path, trimmed from package paths")
 	out := fs.String("out", "", "write the cell's record to this file")
+	label := fs.String("label", "", "appended to the cell's package paths in brackets: the transport the packages ran on")
 	fs.Parse(args)
 	if *out == "" || fs.NArg() == 0 {
 		usage()
@@ -68,6 +71,11 @@ func runCmd(args []string) int {
 	}
 	s.read(stdout)
 	rec := s.record(*server)
+	if *label != "" {
+		for i := range rec.Packages {
+			rec.Packages[i].Path += " [" + *label + "]"
+		}
+	}
 	if err := cmd.Wait(); err != nil {
 		rec.Exit = -1
 		var ee *exec.ExitError

@@ -8,6 +8,7 @@ import (
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/grpcfence"
+	"github.com/fencelock/fencelock/fence/s3fence"
 	"github.com/fencelock/fencelock/fence/sqlfence"
 	"github.com/fencelock/fencelock/fenceotel"
 	"github.com/fencelock/fencelock/fenceprom"
@@ -19,6 +20,7 @@ func main() {
 	fmt.Println("fencelock:", fencelock.CheckName("orders:42") == nil)
 	fmt.Println("sqlfence:", err == nil && ddl != "")
 	fmt.Println("grpcfence:", interceptor != nil)
+	fmt.Println("s3fence:", s3fence.New(nil, "bucket", nil).Key("orders:42") == "orders:42")
 	fmt.Println("fenceprom:", fenceprom.New(nil) != nil)
 	fmt.Println("fenceotel:", fenceotel.New(nil) != nil)
 }

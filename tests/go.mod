@@ -1,0 +1,18 @@
+module github.com/fencelock/fencelock/tests
+
+go 1.25.0
+
+require (
+	github.com/fencelock/fencelock v0.1.0
+	github.com/fencelock/fencelock/transport/rueidisconn v0.1.0
+	github.com/fencelock/fencelock/transport/valkeyconn v0.1.0
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.79
+	github.com/valkey-io/valkey-go v1.0.79
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)

@@ -1,0 +1,108 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// A lease whose Context someone follows learns at once that its lock was
+// deleted, overwritten or expired under it (the server's tracking of the
+// key), not at its next renewal, a minute away here: the Context ends with
+// ErrLeaseLost. Its own renewals, and a Release, are no loss.
+func TestWatch_lossSeenAtOnce(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	admin := s.Client(t)
+	ctx := t.Context()
+	c := newClient(t, s.Client(t), &fencelock.Options{TTL: 10 * time.Minute, RenewInterval: time.Minute})
+	for name, change := range map[string]func(key string) error{
+		"deleted":     func(key string) error { return admin.Del(ctx, key).Err() },
+		"overwritten": func(key string) error { return admin.Set(ctx, key, "another-owner", time.Minute).Err() },
+		"expired":     func(key string) error { return admin.PExpire(ctx, key, time.Millisecond).Err() },
+	} {
+		l, err := c.TryAcquire(ctx, "watched-"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lctx := l.Context()
+		// Renewed by hand: the watch sees its own lease's writes as such.
+		for range 3 {
+			if err := l.Renew(ctx); err != nil {
+				t.Fatalf("%s: Renew: %v", name, err)
+			}
+		}
+		if err := change("fencelock:{watched-" + name + "}"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-lctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the lease's Context still open 10s after its lock was %s (next renewal in a minute)", name, name)
+		}
+		if cause := context.Cause(lctx); !errors.Is(cause, fencelock.ErrLeaseLost) {
+			t.Errorf("%s: Context cause = %v, want ErrLeaseLost", name, cause)
+		}
+		if err := l.Release(ctx); !errors.Is(err, fencelock.ErrLeaseLost) {
+			t.Errorf("%s: Release = %v, want ErrLeaseLost", name, err)
+		}
+	}
+	// A Release ends the Context with context.Canceled, not a loss.
+	l, err := c.TryAcquire(ctx, "watched-released")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx := l.Context()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if cause := context.Cause(lctx); !errors.Is(cause, context.Canceled) || errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("Context cause after Release = %v, want context.Canceled", cause)
+	}
+}
+
+// On a quorum, the lease is lost once a majority of the nodes lost the
+// lock: one node's delete is no loss, a second one's is.
+func TestWatch_quorumMajority(t *testing.T) {
+	t.Parallel()
+	servers, nodes := quorumNodes(t, 3)
+	ctx := t.Context()
+	c := newQuorum(t, nodes, &fencelock.Options{TTL: 10 * time.Minute, RenewInterval: time.Minute})
+	l, err := c.TryAcquire(ctx, "watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx := l.Context()
+	admins := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		admins[i] = s.Client(t)
+	}
+	if err := admins[0].Del(ctx, "fencelock:{watched}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The lease holds on two nodes: a renewal says so, and the watch must
+	// not have ended it.
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("Renew with the lock on two nodes of three: %v", err)
+	}
+	if lctx.Err() != nil {
+		t.Fatalf("Context ended with the lock on two nodes of three: %v", context.Cause(lctx))
+	}
+	if err := admins[1].Del(ctx, "fencelock:{watched}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease's Context still open 10s after a majority lost its lock")
+	}
+	if cause := context.Cause(lctx); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("Context cause = %v, want ErrLeaseLost", cause)
+	}
+	l.Release(ctx)
+}
