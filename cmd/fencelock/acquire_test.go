@@ -39,7 +39,7 @@ func TestAcquireRenewRelease(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	ctx := t.Context()
-	vars := acquireVars(t, s, "--ttl", "3s", "script-job")
+	vars := acquireVars(t, s, "--ttl", "10s", "script-job")
 
 	stored := rdb.Get(ctx, "fencelock:{script-job}:token").Val()
 	if got := vars["FENCELOCK_TOKEN"]; got != stored {
@@ -55,8 +55,8 @@ func TestAcquireRenewRelease(t *testing.T) {
 	if err != nil || f.Lock != "script-job" || strconv.FormatInt(f.Token, 10) != stored || f.Lease != vars["FENCELOCK_LEASE"] {
 		t.Errorf("FENCELOCK_FENCE = %q (%+v, %v), want lock, token and lease of the acquisition", vars["FENCELOCK_FENCE"], f, err)
 	}
-	if got := vars["FENCELOCK_LEASE_TTL"]; got != "3s" {
-		t.Errorf("FENCELOCK_LEASE_TTL = %q, want 3s", got)
+	if got := vars["FENCELOCK_LEASE_TTL"]; got != "10s" {
+		t.Errorf("FENCELOCK_LEASE_TTL = %q, want 10s", got)
 	}
 
 	// A later process of the same script renews with a longer TTL, taking
@@ -66,8 +66,8 @@ func TestAcquireRenewRelease(t *testing.T) {
 	if code := h.run("renew", "--redis", redisURL(s), "--ttl", "20s"); code != 0 {
 		t.Fatalf("renew exit = %d, want 0", code)
 	}
-	if pttl := rdb.PTTL(ctx, "fencelock:{script-job}").Val(); pttl <= 3*time.Second {
-		t.Errorf("PTTL after renew --ttl 20s = %v, want > 3s", pttl)
+	if pttl := rdb.PTTL(ctx, "fencelock:{script-job}").Val(); pttl <= 10*time.Second {
+		t.Errorf("PTTL after renew --ttl 20s = %v, want > 10s", pttl)
 	}
 
 	h = newHarness(t)

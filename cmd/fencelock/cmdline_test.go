@@ -20,9 +20,9 @@ func TestCommandLine_withoutDashes(t *testing.T) {
 		before, after []string // around COMMAND (this test binary)
 		want          string
 	}{
-		{[]string{"run", "--redis", redisURL(s), "--ttl", "5s", "nodash"}, []string{"a", "--", "-b"}, "a\n--\n-b\n"},
+		{[]string{"run", "--redis", redisURL(s), "--ttl", "30s", "nodash"}, []string{"a", "--", "-b"}, "a\n--\n-b\n"},
 		{[]string{"run", "--redis", redisURL(s), "dash", "--"}, []string{"x"}, "x\n"},
-		{[]string{"run", "--redis", redisURL(s), "flags-after", "--ttl", "5s", "--"}, []string{"y"}, "y\n"},
+		{[]string{"run", "--redis", redisURL(s), "flags-after", "--ttl", "30s", "--"}, []string{"y"}, "y\n"},
 		{[]string{"elect", "--redis", redisURL(s), "-n", "nodash-e"}, []string{"z", "--"}, "z\n--\n"},
 		{[]string{"elect", "--redis", redisURL(s), "dash-e", "--"}, []string{"w"}, "w\n"},
 	} {

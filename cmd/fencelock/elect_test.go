@@ -91,10 +91,11 @@ func TestElect_takeover(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	url := redisURL(s)
-	// --ttl 3s: the guard kills a COMMAND whose fencelock a loaded
-	// machine starves for two thirds of the TTL, as it must.
+	// --ttl 10s: the guard kills a COMMAND whose fencelock a loaded
+	// machine starves for two thirds of the TTL, as it must; c waits for
+	// the killed b's lease to run out.
 	elect := func(value string, flags ...string) (*exec.Cmd, *bufio.Reader) {
-		args := append([]string{"elect", "--redis", url, "--ttl", "3s", "--value", value}, flags...)
+		args := append([]string{"elect", "--redis", url, "--ttl", "10s", "--value", value}, flags...)
 		return startFencelock(t, "term-trap", append(args, "jobs", "--", os.Args[0])...)
 	}
 	watch, watchOut := startFencelock(t, "", "leader", "--watch", "--json", "--redis", url, "jobs")
@@ -156,7 +157,7 @@ func TestElect_loop(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	rdb := s.Client(t)
-	e, out, stderr := startFencelockWith(t, nil, "term-trap", "elect", "--loop", "--loop-delay", "10ms", "--redis", redisURL(s), "--ttl", "3s", "looping", "--", os.Args[0])
+	e, out, stderr := startFencelockWith(t, nil, "term-trap", "elect", "--loop", "--loop-delay", "10ms", "--redis", redisURL(s), "--ttl", "30s", "looping", "--", os.Args[0])
 	_, term1 := readyTerm(t, out)
 	if err := rdb.Del(t.Context(), "fencelock:{looping}").Err(); err != nil { // the leadership is lost
 		t.Fatal(err)

@@ -140,7 +140,7 @@ func TestProcess_backgroundTostop(t *testing.T) {
 	cmd, out, _ := startFencelockWith(t, func(c *exec.Cmd) {
 		// sh, not fencelock, is what runs: fencelock is its background job.
 		c.Path, c.Args = sh, []string{"sh", "-c", `set -m; "$0" "$@" & wait $!`, os.Args[0],
-			"run", "--redis", redisURL(s), "--ttl", "2s", "--grace", "500ms", "tostop", "--", os.Args[0]}
+			"run", "--redis", redisURL(s), "--ttl", "30s", "--grace", "500ms", "tostop", "--", os.Args[0]}
 		c.Stdin, c.Stderr = slave, slave
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}, "trap")

@@ -29,10 +29,10 @@ func TestProcess_supervisorKilled(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			name := "orphan-" + mode
-			args := []string{"run", "--redis", redisURL(s), "--ttl", "2s", name, "--", sh, "-c", `"$0" & wait`, os.Args[0]}
+			args := []string{"run", "--redis", redisURL(s), "--ttl", "10s", name, "--", sh, "-c", `"$0" & wait`, os.Args[0]}
 			if mode == "foreground" {
 				// COMMAND itself, which reports its PID.
-				args = []string{"run", "--foreground", "--redis", redisURL(s), "--ttl", "2s", name, "--", os.Args[0]}
+				args = []string{"run", "--foreground", "--redis", redisURL(s), "--ttl", "10s", name, "--", os.Args[0]}
 			}
 			cmd, out := startFencelock(t, "ignore-term", args...)
 			f := strings.Fields(readLine(t, out)) // ready PID PPID
@@ -59,7 +59,7 @@ func TestProcess_supervisorKilled(t *testing.T) {
 
 			h := newHarness(t)
 			h.childEnv = append(h.childEnv, "FENCELOCK_TEST_PIDS="+strings.Join(pids, " "))
-			if got := h.run(append([]string{"run", "--redis", redisURL(s), "--wait", "20s", name, "--"}, h.self("check-dead")...)...); got != 0 {
+			if got := h.run(append([]string{"run", "--redis", redisURL(s), "--wait", "60s", name, "--"}, h.self("check-dead")...)...); got != 0 {
 				t.Errorf("second run: exit = %d, want 0 (every process of the first run's COMMAND dead)", got)
 			}
 		})
@@ -195,7 +195,7 @@ func TestProcess_supervisorStopped(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			name := "stopped-" + mode
-			args := []string{"run", "--redis", redisURL(s), "--ttl", "3s", name, "--", os.Args[0]}
+			args := []string{"run", "--redis", redisURL(s), "--ttl", "10s", name, "--", os.Args[0]}
 			if mode == "foreground" {
 				args = append([]string{"run", "--foreground"}, args[1:]...)
 			}
@@ -208,7 +208,7 @@ func TestProcess_supervisorStopped(t *testing.T) {
 			t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT) })
 			h := newHarness(t)
 			h.childEnv = append(h.childEnv, "FENCELOCK_TEST_PIDS="+strconv.Itoa(pid))
-			if got := h.run(append([]string{"run", "--redis", redisURL(s), "--wait", "20s", name, "--"}, h.self("check-dead")...)...); got != 0 {
+			if got := h.run(append([]string{"run", "--redis", redisURL(s), "--wait", "60s", name, "--"}, h.self("check-dead")...)...); got != 0 {
 				t.Errorf("second run: exit = %d, want 0 (the stopped run's COMMAND dead by its lease's deadline)", got)
 			}
 			cmd.Process.Signal(syscall.SIGCONT)
@@ -288,7 +288,7 @@ func TestProcess_stderrBlocked(t *testing.T) {
 	}
 	w.SetWriteDeadline(time.Time{})
 	cmd, out, _ := startFencelockWith(t, func(c *exec.Cmd) { c.Stderr = w }, "trap",
-		"run", "--redis", redisURL(s), "--ttl", "2s", "--grace", "500ms", "stderr-full", "--", os.Args[0])
+		"run", "--redis", redisURL(s), "--ttl", "30s", "--grace", "500ms", "stderr-full", "--", os.Args[0])
 	w.Close()
 	readyPID(t, readLine(t, out))
 	if err := s.Client(t).Del(t.Context(), "fencelock:{stderr-full}").Err(); err != nil {
@@ -326,7 +326,7 @@ func TestProcess_stderrBlockedQueueFull(t *testing.T) {
 	cmd, out, _ := startFencelockWith(t, func(c *exec.Cmd) {
 		c.Stderr = w
 		c.Env = append(c.Env, "FENCELOCK_TEST_STOPS="+strconv.Itoa(stops))
-	}, "ttin-loop", "run", "--redis", redisURL(s), "--ttl", "5s", "--grace", "1s", "queue-full", "--", os.Args[0])
+	}, "ttin-loop", "run", "--redis", redisURL(s), "--ttl", "30s", "--grace", "1s", "queue-full", "--", os.Args[0])
 	w.Close()
 	pid := readyPID(t, readLine(t, out))
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })

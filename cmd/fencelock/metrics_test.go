@@ -75,7 +75,7 @@ func TestRun_metricsAddr(t *testing.T) {
 	s := redistest.New(t)
 	addr := metricsAddr(t)
 	h := newHarness(t)
-	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "3s", "--metrics-addr", addr, "metered", "--"}, h.self("trap")...)
+	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "10s", "--metrics-addr", addr, "metered", "--"}, h.self("trap")...)
 	done := h.start(args...)
 	h.stdout.waitFor(t, "ready")
 

@@ -181,7 +181,7 @@ func TestRun_permitLeaseLost(t *testing.T) {
 	}
 	defer held.Release(t.Context())
 	h := newHarness(t)
-	done := h.start(append([]string{"run", "--redis", redisURL(s), "--permits", "2", "--ttl", "3s", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)...)
+	done := h.start(append([]string{"run", "--redis", redisURL(s), "--permits", "2", "--ttl", "10s", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)...)
 	h.stdout.waitFor(t, "ready")
 	if err := rdb.Del(t.Context(), "fencelock:{lost}:permit:1").Err(); err != nil {
 		t.Fatalf("DEL: %v", err)
@@ -209,7 +209,7 @@ func TestRun_permitDeadBeforeNextHolder(t *testing.T) {
 	s := redistest.New(t)
 	p := redistest.NewProxy(t, s.Addr())
 	a := newHarness(t)
-	doneA := a.start(append([]string{"run", "--redis", "redis://" + p.Addr(), "--permits", "1", "--ttl", "3s", "--grace", "1s", "handoff", "--"}, a.self("ignore-term")...)...)
+	doneA := a.start(append([]string{"run", "--redis", "redis://" + p.Addr(), "--permits", "1", "--ttl", "10s", "--grace", "1s", "handoff", "--"}, a.self("ignore-term")...)...)
 	a.stdout.waitFor(t, "ready")
 	pid := readyPID(t, strings.TrimSpace(a.stdout.String()))
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })

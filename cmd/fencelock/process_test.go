@@ -150,7 +150,7 @@ func TestProcess_lostLeaseKillsGroup(t *testing.T) {
 		t.Skip("no sh")
 	}
 	s := redistest.New(t)
-	cmd, out, stderr := startFencelockWith(t, nil, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "3s", "--grace", "300ms", "group",
+	cmd, out, stderr := startFencelockWith(t, nil, "ignore-term", "run", "--redis", redisURL(s), "--ttl", "10s", "--grace", "300ms", "group",
 		"--", sh, "-c", `"$0" & wait`, os.Args[0])
 	pid := readyPID(t, readLine(t, out))
 	if err := s.Client(t).Del(t.Context(), "fencelock:{group}").Err(); err != nil {

@@ -82,8 +82,8 @@ func TestRun_renewedPastFirstDeadline(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	h := newHarness(t)
-	h.childEnv = append(h.childEnv, "FENCELOCK_TEST_SLEEP=7500ms")
-	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "3s", "renewed", "--"}, h.self("sleep")...)
+	h.childEnv = append(h.childEnv, "FENCELOCK_TEST_SLEEP=15s")
+	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "6s", "--grace", "500ms", "renewed", "--"}, h.self("sleep")...)
 	if got := h.run(args...); got != 0 {
 		t.Errorf("run exit = %d, want 0 (COMMAND ran 2.5 TTLs, its lease renewed)\nstderr: %s", got, h.stderr.String())
 	}
@@ -94,7 +94,7 @@ func TestRun_leaseLost(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	h := newHarness(t)
-	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "3s", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)
+	args := append([]string{"run", "--redis", redisURL(s), "--ttl", "10s", "--grace", "200ms", "lost", "--"}, h.self("ignore-term")...)
 	done := h.start(args...)
 	h.stdout.waitFor(t, "ready")
 
@@ -340,7 +340,7 @@ func TestRun_redisFrozen(t *testing.T) {
 			t.Parallel()
 			s := redistest.New(t)
 			h := newHarness(t)
-			done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "2s", "--grace", "500ms", "frozen", "--"}, h.self(tc.mode)...)...)
+			done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "10s", "--grace", "500ms", "frozen", "--"}, h.self(tc.mode)...)...)
 			h.stdout.waitFor(t, "ready")
 			frozen := time.Now()
 			s.Pause(t)
@@ -348,7 +348,7 @@ func TestRun_redisFrozen(t *testing.T) {
 			if got := h.exit(done); got != exitLeaseLost {
 				t.Errorf("run exit = %d, want %d", got, exitLeaseLost)
 			}
-			t.Logf("Redis frozen → fencelock exited after %v (TTL 2s, grace 500ms)", time.Since(frozen).Round(time.Millisecond))
+			t.Logf("Redis frozen → fencelock exited after %v (TTL 10s, grace 500ms)", time.Since(frozen).Round(time.Millisecond))
 			stderr := h.stderr.String()
 			for _, want := range []string{"cannot be renewed in time", "sending SIGTERM to COMMAND, SIGKILL at the lease's deadline", tc.want} {
 				if !strings.Contains(stderr, want) {
@@ -371,7 +371,7 @@ func TestRun_deadBeforeNextHolder(t *testing.T) {
 	s := redistest.New(t)
 	p := redistest.NewProxy(t, s.Addr())
 	a := newHarness(t)
-	doneA := a.start(append([]string{"run", "--redis", "redis://" + p.Addr(), "--ttl", "5s", "--grace", "1s", "handoff", "--"}, a.self("ignore-term")...)...)
+	doneA := a.start(append([]string{"run", "--redis", "redis://" + p.Addr(), "--ttl", "10s", "--grace", "1s", "handoff", "--"}, a.self("ignore-term")...)...)
 	a.stdout.waitFor(t, "ready")
 	pid := readyPID(t, strings.TrimSpace(a.stdout.String()))
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
@@ -525,7 +525,7 @@ func TestRun_defaultGrace(t *testing.T) {
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	h := newHarness(t)
-	done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "6s", "default-grace", "--"}, h.self("trap")...)...)
+	done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "30s", "default-grace", "--"}, h.self("trap")...)...)
 	h.stdout.waitFor(t, "ready")
 	if err := rdb.Del(t.Context(), "fencelock:{default-grace}").Err(); err != nil {
 		t.Fatalf("DEL: %v", err)
@@ -533,7 +533,7 @@ func TestRun_defaultGrace(t *testing.T) {
 	if got := h.exit(done); got != exitLeaseLost {
 		t.Errorf("run exit = %d, want %d (lease lost)", got, exitLeaseLost)
 	}
-	if got, want := h.stderr.String(), "sending SIGTERM to COMMAND, SIGKILL in 2s\n"; !strings.Contains(got, want) {
+	if got, want := h.stderr.String(), "sending SIGTERM to COMMAND, SIGKILL in 10s\n"; !strings.Contains(got, want) {
 		t.Errorf("stderr = %q, want it to say %q", got, want)
 	}
 }

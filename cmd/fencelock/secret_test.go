@@ -119,7 +119,7 @@ func TestSecret_neverLeaves(t *testing.T) {
 	// run, until the lock is taken over: COMMAND ignores SIGTERM, so that
 	// the metrics page can be read after the loss, until SIGKILL.
 	maddr := metricsAddr(t)
-	run := startProc(t, "environ", leaseEnv, "run", "--redis", url, "--ttl", "3s", "--grace", "400ms", "--metrics-addr", maddr, "lost-job", "--", os.Args[0])
+	run := startProc(t, "environ", leaseEnv, "run", "--redis", url, "--ttl", "10s", "--grace", "400ms", "--metrics-addr", maddr, "lost-job", "--", os.Args[0])
 	run.stdout.waitFor(t, "ready")
 	secrets = append(secrets, ownerOf(t, rdb, "fencelock:{lost-job}"))
 	_, page := scrape(t, maddr)
@@ -148,7 +148,7 @@ func TestSecret_neverLeaves(t *testing.T) {
 
 	// run against a Redis that freezes: renewals fail, COMMAND is killed
 	// by the deadline, the release fails.
-	frozen := startProc(t, "environ", leaseEnv, "run", "--redis", url, "--ttl", "3s", "--grace", "300ms", "--timeout", "200ms", "frozen-job", "--", os.Args[0])
+	frozen := startProc(t, "environ", leaseEnv, "run", "--redis", url, "--ttl", "10s", "--grace", "300ms", "--timeout", "200ms", "frozen-job", "--", os.Args[0])
 	frozen.stdout.waitFor(t, "ready")
 	secrets = append(secrets, ownerOf(t, rdb, "fencelock:{frozen-job}"))
 	s.Pause(t)
@@ -172,7 +172,7 @@ func TestSecret_neverLeaves(t *testing.T) {
 	}
 
 	// An election: its COMMAND's environment, and leader's output.
-	el := startProc(t, "environ", leaseEnv, "elect", "--redis", url, "--ttl", "3s", "--grace", "300ms", "elected", "--", os.Args[0])
+	el := startProc(t, "environ", leaseEnv, "elect", "--redis", url, "--ttl", "10s", "--grace", "300ms", "elected", "--", os.Args[0])
 	el.stdout.waitFor(t, "ready")
 	secrets = append(secrets, ownerOf(t, rdb, "fencelock:{elected}"))
 	for _, args := range [][]string{{"leader", "elected"}, {"leader", "--json", "elected"}} {

@@ -133,8 +133,11 @@ func TestSupervisor_firstDeadline(t *testing.T) {
 	for _, group := range []bool{true, false} {
 		t.Run(fmt.Sprintf("group=%t", group), func(t *testing.T) {
 			t.Parallel()
-			deadline := time.Now().Add(2 * time.Second)
-			s := &supervisor{cmd: "run", name: "n", lease: fakeLease{context.Background(), deadline}, grace: time.Second, killLead: 700 * time.Millisecond}
+			// A kill lead of 5s: the guard's kill lands before the deadline
+			// even on a machine that starves it for seconds, and without
+			// the lead it lands after.
+			deadline := time.Now().Add(10 * time.Second)
+			s := &supervisor{cmd: "run", name: "n", lease: fakeLease{context.Background(), deadline}, grace: time.Second, killLead: 5 * time.Second}
 			env := append(os.Environ(), childEnv+"=ignore-term")
 			if err := s.start(os.Args[0], []string{os.Args[0]}, env, &exec.Cmd{Stdout: io.Discard}, group); err != nil {
 				t.Fatal(err)
@@ -152,7 +155,7 @@ func TestSupervisor_firstDeadline(t *testing.T) {
 						t.Cleanup(func() { syscall.Kill(ev.pid, syscall.SIGKILL) })
 					case "exited":
 						if late := time.Since(deadline); late >= 0 {
-							t.Errorf("COMMAND ended %v after the lease's deadline, want killed the kill lead (700ms) before it", late)
+							t.Errorf("COMMAND ended %v after the lease's deadline, want killed the kill lead (5s) before it", late)
 						}
 						if !ev.status.Signaled() || ev.status.Signal() != syscall.SIGKILL {
 							t.Errorf("COMMAND ended: %s, want killed by SIGKILL", describe(ev.status))
