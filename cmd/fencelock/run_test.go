@@ -516,16 +516,17 @@ func TestRun_nestedEnv(t *testing.T) {
 	}
 }
 
-// --grace defaults to TTL/3 (or 10s if that is shorter): with --ttl 6s
-// a lost lease gives COMMAND 2s between SIGTERM and SIGKILL. The lease's
-// deadline, nearly 4s away when the renewal due at 2s finds the lock
-// gone, comes later.
+// --grace defaults to TTL/3 (or 10s if that is shorter): with --ttl 24s
+// a lost lease gives COMMAND 8s between SIGTERM and SIGKILL, where half
+// the TTL would give the 10s cap. 24s outlasts a loaded machine's stalls
+// before COMMAND is ready, and COMMAND leaves at SIGTERM, so the test
+// never waits for the deadline.
 func TestRun_defaultGrace(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	rdb := s.Client(t)
 	h := newHarness(t)
-	done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "30s", "default-grace", "--"}, h.self("trap")...)...)
+	done := h.start(append([]string{"run", "--redis", redisURL(s), "--ttl", "24s", "default-grace", "--"}, h.self("trap")...)...)
 	h.stdout.waitFor(t, "ready")
 	if err := rdb.Del(t.Context(), "fencelock:{default-grace}").Err(); err != nil {
 		t.Fatalf("DEL: %v", err)
@@ -533,7 +534,7 @@ func TestRun_defaultGrace(t *testing.T) {
 	if got := h.exit(done); got != exitLeaseLost {
 		t.Errorf("run exit = %d, want %d (lease lost)", got, exitLeaseLost)
 	}
-	if got, want := h.stderr.String(), "sending SIGTERM to COMMAND, SIGKILL in 10s\n"; !strings.Contains(got, want) {
+	if got, want := h.stderr.String(), "sending SIGTERM to COMMAND, SIGKILL in 8s\n"; !strings.Contains(got, want) {
 		t.Errorf("stderr = %q, want it to say %q", got, want)
 	}
 }
