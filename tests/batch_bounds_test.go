@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/redistest"
 )
 
 // lateCtx is a context whose deadline has passed but whose Done is not
@@ -26,10 +25,7 @@ func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func TestBatch_latestDeadline(t *testing.T) {
 	skipOnTransport(t, skipHooked)
 	t.Parallel()
-	s := redistest.New(t)
-	g := newBatchGate("{batch-")
-	rdb := gatedClient(t, s, g)
-	c := newClient(t, rdb, nil)
+	_, g, _, c := gatedBatch(t, nil)
 	ctx := t.Context()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -64,10 +60,7 @@ func TestBatch_latestDeadline(t *testing.T) {
 func TestBatch_bounded(t *testing.T) {
 	skipOnTransport(t, skipHooked)
 	t.Parallel()
-	s := redistest.New(t)
-	g := newBatchGate("{batch-")
-	rdb := gatedClient(t, s, g)
-	c := newClient(t, rdb, &fencelock.Options{TTL: time.Minute})
+	_, g, _, c := gatedBatch(t, &fencelock.Options{TTL: time.Minute})
 	ctx := t.Context()
 	const most, n = 128, 130
 	leases := make([]*fencelock.Lease, n)

@@ -172,6 +172,15 @@ func gatedClient(t *testing.T, s *redistest.Server, g *batchGate) *redis.Client 
 	return rdb
 }
 
+// gatedBatch starts a server and returns it with a gate on "{batch-"
+// names, a gated client (gatedClient) and a Client with opts over it.
+func gatedBatch(t *testing.T, opts *fencelock.Options) (*redistest.Server, *batchGate, *redis.Client, *fencelock.Client) {
+	s := redistest.New(t)
+	g := newBatchGate("{batch-")
+	rdb := gatedClient(t, s, g)
+	return s, g, rdb, newClient(t, rdb, opts)
+}
+
 // warmUp loads the scripts with one lock acquired and released, so that
 // batches meet no NOSCRIPT unless a test makes them.
 func warmUp(t *testing.T, c *fencelock.Client) {
@@ -190,10 +199,7 @@ func warmUp(t *testing.T, c *fencelock.Client) {
 func TestBatch_perCallResults(t *testing.T) {
 	skipOnTransport(t, skipHooked)
 	t.Parallel()
-	s := redistest.New(t)
-	g := newBatchGate("{batch-")
-	rdb := gatedClient(t, s, g)
-	c := newClient(t, rdb, nil)
+	s, g, rdb, c := gatedBatch(t, nil)
 	ctx := t.Context()
 	const n = 8
 	leases := make([]*fencelock.Lease, n)
@@ -249,10 +255,7 @@ func TestBatch_perCallResults(t *testing.T) {
 func TestBatch_oneCallsError(t *testing.T) {
 	skipOnTransport(t, skipHooked)
 	t.Parallel()
-	s := redistest.New(t)
-	g := newBatchGate("{batch-")
-	rdb := gatedClient(t, s, g)
-	c := newClient(t, rdb, nil)
+	_, g, rdb, c := gatedBatch(t, nil)
 	ctx := t.Context()
 	rdb.RPush(ctx, "fencelock:{batch-2}", "x")
 	const n = 5
@@ -284,10 +287,7 @@ func TestBatch_oneCallsError(t *testing.T) {
 func TestBatch_leftBeforeSent(t *testing.T) {
 	skipOnTransport(t, skipHooked)
 	t.Parallel()
-	s := redistest.New(t)
-	g := newBatchGate("{batch-")
-	rdb := gatedClient(t, s, g)
-	c := newClient(t, rdb, nil)
+	_, g, rdb, c := gatedBatch(t, nil)
 	ctx := t.Context()
 	cctx, cancel := context.WithCancelCause(ctx)
 	why := errors.New("caller gone")
@@ -322,10 +322,7 @@ func TestBatch_leftBeforeSent(t *testing.T) {
 func TestBatch_leftInFlight(t *testing.T) {
 	skipOnTransport(t, skipHooked)
 	t.Parallel()
-	s := redistest.New(t)
-	g := newBatchGate("{batch-")
-	rdb := gatedClient(t, s, g)
-	c := newClient(t, rdb, &fencelock.Options{TTL: time.Minute})
+	_, g, rdb, c := gatedBatch(t, &fencelock.Options{TTL: time.Minute})
 	ctx := t.Context()
 	cctx, cancel := context.WithCancel(ctx)
 	hold, ran := make(chan struct{}), make(chan struct{})
@@ -373,10 +370,7 @@ func TestBatch_leftInFlight(t *testing.T) {
 func TestBatch_noScript(t *testing.T) {
 	skipOnTransport(t, skipHooked)
 	t.Parallel()
-	s := redistest.New(t)
-	g := newBatchGate("{batch-")
-	rdb := gatedClient(t, s, g)
-	c := newClient(t, rdb, nil)
+	s, g, _, c := gatedBatch(t, nil)
 	ctx := t.Context()
 	const n = 4
 	leases := make([]*fencelock.Lease, n)
