@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -105,4 +106,67 @@ func TestWatch_quorumMajority(t *testing.T) {
 		t.Errorf("Context cause = %v, want ErrLeaseLost", cause)
 	}
 	l.Release(ctx)
+}
+
+// On a Cluster, a lease learns of its loss at once whichever master
+// serves its lock, and a loss on one master ends no other lease's
+// Context: the tracking follows each key to its master.
+func TestWatch_cluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.NewCluster(t)
+	admin := cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true})
+	c := newClient(t, cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true}), &fencelock.Options{TTL: 10 * time.Minute, RenewInterval: time.Minute})
+	ctx := t.Context()
+	// Names until two masters serve two each: the hash tags spread them.
+	byMaster := map[*redistest.Server][]string{}
+	for i := 0; len(byMaster) < 2 || countAtLeast(byMaster, 2) < 2; i++ {
+		name := fmt.Sprintf("watched-%d", i)
+		m := cl.MasterOf(t, "{"+name+"}")
+		byMaster[m] = append(byMaster[m], name)
+	}
+	type held struct {
+		name string
+		l    *fencelock.Lease
+		ctx  context.Context
+	}
+	var all []held
+	for _, names := range byMaster {
+		for _, name := range names {
+			l, err := c.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatalf("TryAcquire(%s): %v", name, err)
+			}
+			t.Cleanup(func() { l.Release(context.Background()) })
+			all = append(all, held{name, l, l.Context()})
+		}
+	}
+	for i, h := range all {
+		if err := admin.Del(ctx, "fencelock:{"+h.name+"}").Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-h.ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the lease's Context still open 10s after its lock was deleted (next renewal in a minute)", h.name)
+		}
+		if cause := context.Cause(h.ctx); !errors.Is(cause, fencelock.ErrLeaseLost) {
+			t.Errorf("%s: Context cause = %v, want ErrLeaseLost", h.name, cause)
+		}
+		for _, other := range all[i+1:] {
+			if err := other.ctx.Err(); err != nil {
+				t.Errorf("%s's Context ended (%v) when %s's lock was deleted: got a loss, want none", other.name, context.Cause(other.ctx), h.name)
+			}
+		}
+	}
+}
+
+// countAtLeast returns how many of m's lists hold n names or more.
+func countAtLeast(m map[*redistest.Server][]string, n int) int {
+	k := 0
+	for _, names := range m {
+		if len(names) >= n {
+			k++
+		}
+	}
+	return k
 }

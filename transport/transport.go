@@ -76,7 +76,9 @@ type Conn interface {
 	// with the keys whose value a command changed (written, deleted,
 	// expired, evicted) after the Tracker read them, nil for every key
 	// (FLUSHALL). On a Cluster, Track is called on a master's Conn
-	// (Master), and tracks the keys that master serves. ErrNoTracking
+	// (Master), and tracks the keys that master serves; where Master
+	// names no master (""), the Tracker tracks every key, each on its
+	// own master's connection. ErrNoTracking
 	// says that the client cannot (a go-redis client on RESP2, for one):
 	// the library then learns of a lost lock at its next renewal.
 	Track(ctx context.Context, changed func(keys []string)) (Tracker, error)
@@ -85,7 +87,8 @@ type Conn interface {
 // ErrNoTracking is Track's error when the client cannot track keys.
 var ErrNoTracking = errors.New("transport: tracking not supported by this client")
 
-// A Tracker is a connection with CLIENT TRACKING on.
+// A Tracker is a connection with CLIENT TRACKING on (on a Cluster, where
+// Master names no master, one per master).
 type Tracker interface {
 	// Read returns key's value ("" and false for none) and arms its
 	// tracking: the next change of key calls changed. A read of a key
