@@ -170,3 +170,41 @@ func countAtLeast(m map[*redistest.Server][]string, n int) int {
 	}
 	return k
 }
+
+// A watched lease on a Cluster whose master fails over: its lock,
+// replicated before, is still its own on the promoted replica, so its
+// Context stays open; and the watch follows the lock there, so a DEL on
+// the new master ends the Context at once, not at the next renewal a
+// minute away. Whether the watch tracks again before or after the DEL,
+// it reads the lock gone.
+func TestWatch_clusterFailover(t *testing.T) {
+	t.Parallel()
+	cl := redistest.NewCluster(t)
+	rdb := cl.Client(t, &redis.ClusterOptions{ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
+	c := newClient(t, rdb, &fencelock.Options{TTL: 10 * time.Minute, RenewInterval: time.Minute})
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Release(context.Background()) })
+	lctx := l.Context()
+	old := cl.MasterOf(t, "{watched}")
+	redistest.WaitReplicasInSync(t, old, 1)
+	old.Kill(t)
+	m := cl.WaitFailover(t, "{watched}", old)
+	if err := lctx.Err(); err != nil {
+		t.Fatalf("after the failover the lease's Context ended (%v), want it open: its lock was replicated", context.Cause(lctx))
+	}
+	if err := m.Client(t).Del(ctx, "fencelock:{watched}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lease's Context still open 30s after its lock was deleted on the promoted master (next renewal in a minute)")
+	}
+	if cause := context.Cause(lctx); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("Context cause = %v, want ErrLeaseLost", cause)
+	}
+}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,8 +23,13 @@ import (
 const watchTimeout = 5 * time.Second
 
 // retrackPause is how long a watch waits before it tracks again on a new
-// connection, after its tracking connection was lost.
-const retrackPause = 100 * time.Millisecond
+// connection, after its tracking connection was lost, and the first pause
+// after an attempt to track that failed; the pauses double up to
+// maxArmPause.
+const (
+	retrackPause = 100 * time.Millisecond
+	maxArmPause  = time.Second
+)
 
 // A watch is one lease's interest in its lock key.
 type watch struct {
@@ -33,7 +39,8 @@ type watch struct {
 	// mu is held while lost is called, and by stop: once stop has
 	// returned, lost is not called.
 	mu      sync.Mutex
-	stopped bool // by stop, or once lost was called
+	stopped bool          // by stop, or once lost was called
+	done    chan struct{} // closed with stopped: arm tries no more
 }
 
 // stop reports whether w was not stopped yet, and stops it.
@@ -41,8 +48,16 @@ func (w *watch) stop() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	was := w.stopped
-	w.stopped = true
+	w.end()
 	return !was
+}
+
+// end, with w.mu held, marks w stopped.
+func (w *watch) end() {
+	if !w.stopped {
+		w.stopped = true
+		close(w.done)
+	}
 }
 
 // watchers are a node's watches, by master.
@@ -66,7 +81,7 @@ type tracking struct {
 // transport cannot track keys, Watch does nothing: the lease's renewals
 // find the loss.
 func (n *Node) Watch(r *Ref, lost func()) (stop func()) {
-	w := &watch{key: r.Lock, owner: r.Owner, lost: lost}
+	w := &watch{key: r.Lock, owner: r.Owner, lost: lost, done: make(chan struct{})}
 	ws := n.watches
 	go ws.arm(n, w)
 	return func() {
@@ -102,28 +117,50 @@ func removeWatch(t *tracking, w *watch) bool {
 }
 
 // arm puts w on the tracking connection of its key's master, made if
-// need be, and reads its key there, which arms the tracking.
+// need be, and reads its key there, which arms the tracking. What fails
+// (no master known, a connection refused, the read: a failover under way)
+// is tried again after a pause, until w is stopped; meanwhile the lease's
+// renewals find a loss.
 func (ws *watchers) arm(n *Node, w *watch) {
+	pause := retrackPause
+	for !ws.armOnce(n, w) {
+		select {
+		case <-w.done:
+			return
+		case <-time.After(pause): // not a synchronisation: a pause before trying again
+		}
+		pause = min(2*pause, maxArmPause)
+	}
+}
+
+// armOnce is one attempt of arm: it reports false if it is to be tried
+// again, true once w is armed, stopped, or cannot be (the transport cannot
+// track, or the server refuses CLIENT TRACKING to this user).
+func (ws *watchers) armOnce(n *Node, w *watch) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), watchTimeout)
 	defer cancel()
 	addr, m, err := n.master(ctx, w.key)
 	if err != nil {
-		return
+		n.Follow(ctx, err) // a Cluster's map of masters may be out of date
+		return false
 	}
 	ws.mu.Lock()
 	if ws.untracked {
 		ws.mu.Unlock()
-		return
+		return true
 	}
 	t := ws.masters[addr]
 	if t == nil {
 		tr, err := m.Track(ctx, func(keys []string) { go ws.changed(n, addr, keys) })
-		if errors.Is(err, transport.ErrNoTracking) {
+		if errors.Is(err, transport.ErrNoTracking) || nativeRefused(err) {
 			ws.untracked = true
+			ws.mu.Unlock()
+			return true
 		}
 		if err != nil {
 			ws.mu.Unlock()
-			return
+			n.Follow(ctx, err)
+			return false
 		}
 		t = &tracking{tr: tr, watches: map[string][]*watch{}}
 		if ws.masters == nil {
@@ -133,12 +170,20 @@ func (ws *watchers) arm(n *Node, w *watch) {
 		go ws.retrack(n, addr, t)
 	}
 	w.mu.Lock()
-	if !w.stopped { // else stop has run: it would not find w
+	stopped := w.stopped // else stop has run: it would not find w
+	if !stopped && !slices.Contains(t.watches[w.key], w) {
 		t.watches[w.key] = append(t.watches[w.key], w)
 	}
 	w.mu.Unlock()
 	ws.mu.Unlock()
-	ws.check(ctx, t, w.key)
+	if stopped {
+		return true
+	}
+	if err := ws.check(ctx, t, w.key); err != nil {
+		n.Follow(ctx, err) // a MOVED: the key's master changed
+		return false
+	}
+	return true
 }
 
 // changed reads keys again on master addr's tracking connection (every
@@ -158,22 +203,31 @@ func (ws *watchers) changed(n *Node, addr string, keys []string) {
 		return
 	}
 	for _, k := range keys {
-		ws.check(ctx, t, k)
+		if ws.check(ctx, t, k) != nil {
+			// Not read, so not tracked again: its watches arm anew.
+			ws.mu.Lock()
+			again := slices.Clone(t.watches[k])
+			ws.mu.Unlock()
+			for _, w := range again {
+				go ws.arm(n, w)
+			}
+		}
 	}
 }
 
 // check reads key on t's connection, which tracks it (again), and calls
-// lost for each watch of key whose owner the value is not.
-func (ws *watchers) check(ctx context.Context, t *tracking, key string) {
+// lost for each watch of key whose owner the value is not. It returns the
+// read's error: the key is then not tracked.
+func (ws *watchers) check(ctx context.Context, t *tracking, key string) error {
 	ws.mu.Lock()
 	watched := len(t.watches[key]) > 0
 	ws.mu.Unlock()
 	if !watched {
-		return
+		return nil
 	}
 	v, _, err := t.tr.Read(ctx, key)
 	if err != nil {
-		return // the renewals decide
+		return err
 	}
 	ws.mu.Lock()
 	var lost []*watch
@@ -186,11 +240,12 @@ func (ws *watchers) check(ctx context.Context, t *tracking, key string) {
 	for _, w := range lost {
 		w.mu.Lock()
 		if !w.stopped {
-			w.stopped = true
+			w.end()
 			w.lost()
 		}
 		w.mu.Unlock()
 	}
+	return nil
 }
 
 // retrack, when master addr's tracking connection t is lost, tracks its
@@ -211,6 +266,6 @@ func (ws *watchers) retrack(n *Node, addr string, t *tracking) {
 	ws.mu.Unlock()
 	time.Sleep(retrackPause) // not a synchronisation: a pause before reconnecting
 	for _, w := range again {
-		ws.arm(n, w)
+		go ws.arm(n, w)
 	}
 }

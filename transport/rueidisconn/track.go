@@ -41,6 +41,10 @@ func track(ctx context.Context, c rueidis.Client, changed func(keys []string)) (
 	if err := d.Do(ctx, d.B().ClientTracking().On().Build()).Error(); err != nil {
 		d.SetOnInvalidations(nil)
 		cancel()
+		var rerr *rueidis.RedisError
+		if errors.As(err, &rerr) {
+			err = replyError(rerr.Error()) // a refusal, as the library reads one
+		}
 		return nil, err
 	}
 	tr := &tracker{d: d, cancel: cancel, done: make(chan struct{})}
