@@ -117,8 +117,10 @@ func (l *Lease) fenceName() string {
 // ends within milliseconds of the loss rather than at the next renewal
 // (on a quorum, once a majority of the nodes lost it). This needs a
 // go-redis client on RESP3 (its default), or the valkey-go or rueidis
-// transports; on a Cluster, go-redis. Elsewhere, and for a lease whose
-// Context nobody asked for, the loss is learnt at the next renewal.
+// transports, on every topology. Elsewhere, for a lease whose Context
+// nobody asked for, and while the watch cannot track (a failover under
+// way: it tries again until the lease ends), the loss is learnt at the
+// next renewal.
 func (l *Lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
