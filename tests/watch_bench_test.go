@@ -19,11 +19,16 @@ import (
 func BenchmarkWatch_lossSeen(b *testing.B) {
 	b.Run("standalone", func(b *testing.B) {
 		s := redistest.New(b)
-		benchLossSeen(b, newClient(b, s.Client(b), watchBenchOptions()), []*redis.Client{s.Client(b)}, 1)
+		benchLossSeen(b, newClient(b, s.Client(b), watchBenchOptions()), []redis.Cmdable{s.Client(b)}, 1)
+	})
+	b.Run("cluster", func(b *testing.B) {
+		cl := redistest.NewCluster(b)
+		opts := &redis.ClusterOptions{ContextTimeoutEnabled: true}
+		benchLossSeen(b, newClient(b, cl.Client(b, opts), watchBenchOptions()), []redis.Cmdable{cl.Client(b, opts)}, 1)
 	})
 	b.Run("quorum-3", func(b *testing.B) {
 		servers, nodes := quorumNodes(b, 3)
-		admins := make([]*redis.Client, len(servers))
+		admins := make([]redis.Cmdable, len(servers))
 		for i, s := range servers {
 			admins[i] = s.Client(b)
 		}
@@ -36,7 +41,7 @@ func watchBenchOptions() *fencelock.Options {
 	return &fencelock.Options{TTL: 10 * time.Minute, RenewInterval: time.Minute}
 }
 
-func benchLossSeen(b *testing.B, c *fencelock.Client, admins []*redis.Client, deletes int) {
+func benchLossSeen(b *testing.B, c *fencelock.Client, admins []redis.Cmdable, deletes int) {
 	ctx := b.Context()
 	var ds []time.Duration
 	i := 0
