@@ -144,11 +144,8 @@ func TestWatch_cluster(t *testing.T) {
 		if err := admin.Del(ctx, "fencelock:{"+h.name+"}").Err(); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-h.ctx.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: the lease's Context still open 10s after its lock was deleted (next renewal in a minute)", h.name)
-		}
+		t.Logf("%s's lock deleted (its next renewal in a minute)", h.name)
+		waitDone(t, h.ctx, 10*time.Second)
 		if cause := context.Cause(h.ctx); !errors.Is(cause, fencelock.ErrLeaseLost) {
 			t.Errorf("%s: Context cause = %v, want ErrLeaseLost", h.name, cause)
 		}
@@ -199,11 +196,8 @@ func TestWatch_clusterFailover(t *testing.T) {
 	if err := m.Client(t).Del(ctx, "fencelock:{watched}").Err(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-lctx.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the lease's Context still open 30s after its lock was deleted on the promoted master (next renewal in a minute)")
-	}
+	t.Log("the lock deleted on the promoted master (its next renewal in a minute)")
+	waitDone(t, lctx, 30*time.Second)
 	if cause := context.Cause(lctx); !errors.Is(cause, fencelock.ErrLeaseLost) {
 		t.Errorf("Context cause = %v, want ErrLeaseLost", cause)
 	}

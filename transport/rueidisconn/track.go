@@ -99,12 +99,11 @@ type clusterTracker struct {
 // a key read then may take a MOVED more.
 const maxKeyAddrs = 4096
 
-// errRedirected is Read's error when a key is still redirected after
-// its master's MOVED was followed (a slot in migration, ASK; a resharding
-// meanwhile): the library's renewals decide.
-var errRedirected = errors.New("rueidisconn: tracking read redirected again")
-
 var (
+	// errRedirected is Read's error when a key is still redirected after
+	// its master's MOVED was followed (a slot in migration, ASK; a
+	// resharding meanwhile): the library's renewals decide.
+	errRedirected  = errors.New("rueidisconn: tracking read redirected again")
 	errClosed      = errors.New("rueidisconn: tracker closed")
 	errUnknownNode = errors.New("rueidisconn: no connection to the node a MOVED reply names")
 )

@@ -101,12 +101,11 @@ type clusterTracker struct {
 // a key read then may take a MOVED more.
 const maxKeyAddrs = 4096
 
-// errRedirected is Read's error when a key is still redirected after
-// its master's MOVED was followed (a slot in migration, ASK; a resharding
-// meanwhile): the library's renewals decide.
-var errRedirected = errors.New("valkeyconn: tracking read redirected again")
-
 var (
+	// errRedirected is Read's error when a key is still redirected after
+	// its master's MOVED was followed (a slot in migration, ASK; a
+	// resharding meanwhile): the library's renewals decide.
+	errRedirected  = errors.New("valkeyconn: tracking read redirected again")
 	errClosed      = errors.New("valkeyconn: tracker closed")
 	errUnknownNode = errors.New("valkeyconn: no connection to the node a MOVED reply names")
 )
