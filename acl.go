@@ -41,7 +41,23 @@ type ACLOptions struct {
 	// Sentinel group mid rolling upgrade, which mixes them.
 	// Default: none set, which means OlderServers.
 	Redis84, Valkey9, OlderServers bool
+
+	// Rueidis says the Client runs over rueidis or valkey-go
+	// (transport/rueidisconn, transport/valkeyconn). They clean a
+	// dedicated connection they take back (a lease's watch; on a Cluster,
+	// MinReplicas' WAIT) with UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE and
+	// DISCARD, which the rule then grants. On a Cluster they route by
+	// their own slot map, so the library's COMMAND INFO is all the rule
+	// grants of COMMAND. What they send on connecting (CLUSTER SLOTS to
+	// a standalone server, CLIENT SETINFO, ROLE through Sentinel) is
+	// their options' to spare (docs/topologies.md).
+	// Default: false (go-redis).
+	Rueidis bool
 }
+
+// aclRueidis is what rueidis and valkey-go send to clean a dedicated
+// connection they take back.
+const aclRueidis = "+discard +unsubscribe +punsubscribe +sunsubscribe"
 
 // aclElection is what an election's scripts call beyond a lock's: the
 // record's hash, the history's stream, TYPE checks against keys of the
@@ -87,13 +103,23 @@ func ACLRule(o *ACLOptions) string {
 	if opts.Valkey9 {
 		rule = append(rule, "+delifeq")
 	}
-	if opts.Cluster {
+	switch {
+	case opts.Cluster && opts.Rueidis:
+		rule = append(rule, "+spublish", "+ssubscribe", "+ping", "+command|info", "+cluster|slots")
+	case opts.Cluster:
 		rule = append(rule, "+spublish", "+ssubscribe", "+ping", "+command", "+cluster|slots")
-	} else {
+	default:
 		rule = append(rule, "+publish", "+subscribe", "+unsubscribe", "+ping", "+command|info")
 	}
 	if opts.MinReplicas {
 		rule = append(rule, "+wait")
+	}
+	if opts.Rueidis {
+		for _, p := range strings.Fields(aclRueidis) {
+			if !slices.Contains(rule, p) {
+				rule = append(rule, p)
+			}
+		}
 	}
 	if opts.Elections {
 		if !slices.Contains(rule, "+del") {

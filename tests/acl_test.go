@@ -18,6 +18,10 @@ import (
 // aclRuleMinReplicas is what the rule gains when Options.MinReplicas > 0.
 const aclRuleMinReplicas = "+wait"
 
+// aclRuleRueidis is what ACLOptions.Rueidis adds to a rule: rueidis and
+// valkey-go clean a dedicated connection they take back with these.
+const aclRuleRueidis = "+discard +unsubscribe +punsubscribe +sunsubscribe"
+
 // aclSetUser is how docs/topologies.md introduces every rule.
 const aclSetUser = "ACL SETUSER fencelock reset on >PASSWORD "
 
@@ -37,7 +41,7 @@ func TestACL_docs(t *testing.T) {
 	rules := []string{fencelock.SentinelACLRule}
 	for _, cluster := range []bool{false, true} {
 		for _, path := range []string{"lua", "delex", "delifeq"} {
-			rules = append(rules, aclRule(path, cluster, "", false))
+			rules = append(rules, fencelock.ACLRule(aclOptions(path, cluster, "", false)))
 		}
 	}
 	for _, rule := range rules {
@@ -46,29 +50,48 @@ func TestACL_docs(t *testing.T) {
 		}
 	}
 	for _, cluster := range []bool{false, true} {
-		if got, want := aclRule("lua", cluster, "", true), aclRule("lua", cluster, "", false)+" "+aclRuleMinReplicas; got != want {
+		if got, want := fencelock.ACLRule(aclOptions("lua", cluster, "", true)), fencelock.ACLRule(aclOptions("lua", cluster, "", false))+" "+aclRuleMinReplicas; got != want {
 			t.Errorf("rule with MinReplicas = %q, want %q", got, want)
 		}
 	}
 	if !strings.Contains(string(readme), "`"+aclRuleMinReplicas+"`") {
 		t.Errorf("docs/topologies.md does not name %q for MinReplicas", aclRuleMinReplicas)
 	}
-	lock, election := aclRule("lua", false, "", false), fencelock.ACLRule(&fencelock.ACLOptions{Elections: true})
+	for _, cluster := range []bool{false, true} {
+		o := fencelock.ACLOptions{Cluster: cluster}
+		goRedis := fencelock.ACLRule(&o)
+		o.Rueidis = true
+		if got, want := fencelock.ACLRule(&o), strings.Replace(goRedis, " +command ", " +command|info ", 1); !strings.HasPrefix(got, want+" ") {
+			t.Errorf("rule with Rueidis = %q, want %q and what rueidis cleans a connection with", got, want)
+		}
+	}
+	if !strings.Contains(string(readme), "`"+aclRuleRueidis+"`") {
+		t.Errorf("docs/topologies.md does not name %q for rueidis and valkey-go", aclRuleRueidis)
+	}
+	lock, election := fencelock.ACLRule(nil), fencelock.ACLRule(&fencelock.ACLOptions{Elections: true})
 	if !strings.Contains(string(readme), "`"+strings.TrimPrefix(election, lock+" ")+"`") {
 		t.Errorf("docs/topologies.md does not name what Elections adds to the rule, %q", strings.TrimPrefix(election, lock+" "))
 	}
 }
 
 // aclRule returns ACLRule's rule for servers whose release path is path
-// ("lua", "delex", "delifeq").
+// ("lua", "delex", "delifeq"), for the transport the tests run on.
 func aclRule(path string, cluster bool, prefix string, minReplicas bool) string {
-	return fencelock.ACLRule(&fencelock.ACLOptions{
+	o := aclOptions(path, cluster, prefix, minReplicas)
+	o.Rueidis = !goRedisTransport()
+	return fencelock.ACLRule(o)
+}
+
+// aclOptions describe servers whose release path is path to ACLRule, for
+// go-redis.
+func aclOptions(path string, cluster bool, prefix string, minReplicas bool) *fencelock.ACLOptions {
+	return &fencelock.ACLOptions{
 		Prefix:       prefix,
 		OlderServers: path == "lua",
 		Redis84:      path == "delex",
 		Valkey9:      path == "delifeq",
 		Cluster:      cluster, MinReplicas: minReplicas,
-	})
+	}
 }
 
 // aclRuleFor returns the rule for the server admin is connected to, with
@@ -173,6 +196,46 @@ func assertNoDenials(t *testing.T, servers ...*redistest.Server) {
 	}
 }
 
+// watchedLoss follows the Context of a lease of name that c acquires,
+// deletes its lock as admin, and waits for the Context to end with
+// ErrLeaseLost, then for no connection to servers to track keys: the
+// watch's tracking connection was given back, with whatever its client
+// sends then.
+func watchedLoss(t *testing.T, c *fencelock.Client, admin redis.UniversalClient, name string, servers ...*redistest.Server) {
+	t.Helper()
+	ctx := t.Context()
+	l := mustAcquire(t, c, name)
+	lctx := l.Context()
+	if err := admin.Del(ctx, "fencelock:{"+name+"}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: its lock deleted; waiting for its lease's Context to end", name)
+	waitDone(t, lctx, 10*time.Second)
+	if cause := context.Cause(lctx); !errors.Is(cause, fencelock.ErrLeaseLost) {
+		t.Errorf("the Context's cause = %v, want ErrLeaseLost", cause)
+	}
+	clients := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		clients[i] = s.Client(t)
+	}
+	redistest.WaitFor(t, 10*time.Second, "no connection tracking keys after the watch ended", func() bool {
+		for _, c := range clients {
+			list, err := c.ClientList(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.Lines(list) {
+				for f := range strings.FieldsSeq(line) {
+					if flags, ok := strings.CutPrefix(f, "flags="); ok && strings.Contains(flags, "t") {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
 // waitDenial waits until a server logs the denial of perm: a command
 // ("+get"), a key pattern ("~fencelock:*") or a channel pattern
 // ("&fencelock:*"), and fails the test after a few seconds.
@@ -189,7 +252,10 @@ func waitDenial(t *testing.T, perm string, servers ...*redistest.Server) {
 func names(d aclDenial, perm string) bool {
 	switch perm[0] {
 	case '+':
-		return d.reason == "command" && d.object == perm[1:]
+		// A rule without a command refuses its subcommands too, and Redis
+		// 7.0 logs a refused subcommand as "command|info".
+		cmd := perm[1:]
+		return d.reason == "command" && (d.object == cmd || strings.HasPrefix(d.object, cmd+"|"))
 	case '~':
 		return d.reason == "key" && strings.HasPrefix(d.object, strings.TrimSuffix(perm[1:], "*"))
 	case '&':
@@ -227,6 +293,7 @@ func TestACL_standalone(t *testing.T) {
 	resetStats(t, m)
 
 	lifeCycle(t, func() redis.UniversalClient { return userClient(t, m, "fencelock") }, fencelock.Options{}, 1)
+	watchedLoss(t, newClient(t, userClient(t, m, "fencelock"), nil), admin, "watched", m)
 	assertNoDenials(t, m, r)
 	assertPath(t, serverPath(t, admin), m)
 }
@@ -311,6 +378,7 @@ type aclEnv struct {
 	servers []*redistest.Server // every server, for users and ACL LOG
 	admin   redis.UniversalClient
 	path    string // "lua", "delex" or "delifeq"
+	cluster bool
 	dial    func(t *testing.T, user string) redis.UniversalClient
 }
 
@@ -359,7 +427,7 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 		}
 		err := l.Release(ctx)
 		switch {
-		case perm == "+command": // the Cluster rule's
+		case env.cluster:
 			assertRefusedBy(t, err, "+publish")
 			assertHeldBy(t, env.admin, key, l)
 		case env.path == "lua":
@@ -388,7 +456,16 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 		}
 	case "+subscribe", "+ssubscribe":
 		env.assertNotWoken(t, perm, c, full, lock)
-	case "+unsubscribe":
+	case "+discard", "+punsubscribe", "+sunsubscribe", "+unsubscribe":
+		if !goRedisTransport() && (perm != "+unsubscribe" || env.cluster) {
+			// rueidis cleans the watch's connection with them when it
+			// takes it back, and ignores their refusal.
+			watchedLoss(t, c, env.admin, lock, env.servers...)
+			break
+		}
+		if perm != "+unsubscribe" {
+			t.Fatalf("no test for permission %s on go-redis", perm)
+		}
 		// A subscription that carries two locks' channels drops one of
 		// them when its last waiter leaves.
 		held := mustAcquire(t, full, lock)
@@ -659,7 +736,6 @@ func TestACL_sentinel(t *testing.T) {
 // included, with no denial on any node; and a user missing any one
 // permission of the cluster rule is refused as on a single server.
 func TestACL_cluster(t *testing.T) {
-	skipOnTransport(t, "on a Cluster, rueidis recycles a subscribed connection with DISCARD and UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE, which the library's ACL rule does not grant, and sends keyless commands (COMMAND INFO) to any node")
 	t.Parallel()
 	cl := redistest.NewCluster(t)
 	admin := cl.Servers[0].Client(t)
@@ -671,11 +747,12 @@ func TestACL_cluster(t *testing.T) {
 	resetStats(t, cl.Servers...)
 
 	lifeCycle(t, func() redis.UniversalClient { return dial(t, "fencelock") }, fencelock.Options{}, 1)
+	watchedLoss(t, newClient(t, dial(t, "fencelock"), nil), cl.Client(t, nil), "watched", cl.Servers...)
 	assertNoDenials(t, cl.Servers...)
 	path := serverPath(t, admin)
 	assertPath(t, path, cl.Servers...)
 
-	env := aclEnv{servers: cl.Servers, admin: cl.Client(t, nil), path: path, dial: dial}
+	env := aclEnv{servers: cl.Servers, admin: cl.Client(t, nil), path: path, cluster: true, dial: dial}
 	for _, perm := range strings.Fields(rule) {
 		if perm != "+"+path {
 			t.Run(perm, func(t *testing.T) { env.missing(t, rule, perm) })

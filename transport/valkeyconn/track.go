@@ -76,10 +76,10 @@ func (t *tracker) Read(ctx context.Context, key string) (string, bool, error) {
 func (t *tracker) Done() <-chan struct{} { return t.done }
 
 func (t *tracker) Close() {
-	t.once.Do(func() {
-		t.d.SetOnInvalidations(nil) // ends the hooks: done closes
-		t.cancel()                  // CLIENT TRACKING OFF, back to the pool
-	})
+	// Back to the pool: valkey-go ends the hooks (done closes), cleans the
+	// connection and, while the hooks are still set, turns its tracking
+	// off. Clearing them first would leave a pooled connection tracking.
+	t.once.Do(t.cancel)
 	<-t.done
 }
 
