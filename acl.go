@@ -42,15 +42,22 @@ type ACLOptions struct {
 	// Default: none set, which means OlderServers.
 	Redis84, Valkey9, OlderServers bool
 
+	// Sentinel says the servers are a Sentinel group's data servers.
+	// With Rueidis, the rule then grants ROLE, which rueidis and
+	// valkey-go ask a master before they use it; go-redis needs nothing
+	// more there than on a standalone server.
+	// Default: false.
+	Sentinel bool
+
 	// Rueidis says the Client runs over rueidis or valkey-go
 	// (transport/rueidisconn, transport/valkeyconn). They clean a
 	// dedicated connection they take back (a lease's watch; on a Cluster,
 	// MinReplicas' WAIT) with UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE and
 	// DISCARD, which the rule then grants. On a Cluster they route by
 	// their own slot map, so the library's COMMAND INFO is all the rule
-	// grants of COMMAND. What they send on connecting (CLUSTER SLOTS to
-	// a standalone server, CLIENT SETINFO, ROLE through Sentinel) is
-	// their options' to spare (docs/topologies.md).
+	// grants of COMMAND; through Sentinel, see Sentinel. What else they
+	// send on connecting (CLUSTER SLOTS to a standalone server, CLIENT
+	// SETINFO) their options spare (docs/topologies.md).
 	// Default: false (go-redis).
 	Rueidis bool
 }
@@ -114,6 +121,9 @@ func ACLRule(o *ACLOptions) string {
 	if opts.MinReplicas {
 		rule = append(rule, "+wait")
 	}
+	if opts.Rueidis && opts.Sentinel {
+		rule = append(rule, "+role")
+	}
 	if opts.Rueidis {
 		for _, p := range strings.Fields(aclRueidis) {
 			if !slices.Contains(rule, p) {
@@ -136,6 +146,14 @@ func ACLRule(o *ACLOptions) string {
 // other sentinels, and listens for failovers. The data servers' user
 // needs ACLRule's rule.
 const SentinelACLRule = "&+switch-master &+replica-reconf-done +sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe +ping"
+
+// RueidisSentinelACLRule is SentinelACLRule for rueidis and valkey-go
+// (transport/rueidisconn, transport/valkeyconn): they ask the master and
+// the other sentinels when the client is made, and hear of failovers,
+// new sentinels and reboots on six channels, in one SUBSCRIBE that the
+// lack of any one of them refuses whole. The data servers' user needs
+// ACLRule's rule with Rueidis and Sentinel.
+const RueidisSentinelACLRule = "&+sentinel &+slave &-sdown &+sdown &+switch-master &+reboot +sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe +unsubscribe +ping"
 
 // aclPattern returns the key and channel pattern of everything under
 // prefix: the prefix with its glob characters escaped, then *.

@@ -38,7 +38,7 @@ func TestACL_docs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := []string{fencelock.SentinelACLRule}
+	rules := []string{fencelock.SentinelACLRule, fencelock.RueidisSentinelACLRule}
 	for _, cluster := range []bool{false, true} {
 		for _, path := range []string{"lua", "delex", "delifeq"} {
 			rules = append(rules, fencelock.ACLRule(aclOptions(path, cluster, "", false)))
@@ -680,8 +680,14 @@ func TestACL_sentinel(t *testing.T) {
 	t.Parallel()
 	g := redistest.NewSentinelGroup(t)
 	admin := g.Servers[0].Client(t)
-	setUser(t, "fencelock", aclRule(serverPath(t, admin), false, "", true), g.Servers...)
-	setUser(t, "sentinel-user", fencelock.SentinelACLRule, g.Sentinels...)
+	o := aclOptions(serverPath(t, admin), false, "", true)
+	o.Sentinel, o.Rueidis = true, !goRedisTransport()
+	setUser(t, "fencelock", fencelock.ACLRule(o), g.Servers...)
+	srule := fencelock.SentinelACLRule
+	if !goRedisTransport() {
+		srule = fencelock.RueidisSentinelACLRule
+	}
+	setUser(t, "sentinel-user", srule, g.Sentinels...)
 	dial := func(sentinelUser string) redis.UniversalClient {
 		return sentinelClient(t, g, &redis.FailoverOptions{
 			ContextTimeoutEnabled: true,
@@ -696,18 +702,29 @@ func TestACL_sentinel(t *testing.T) {
 	lifeCycle(t, func() redis.UniversalClient { return dial("sentinel-user") }, fencelock.Options{}, 2)
 	assertNoDenials(t, all...)
 
-	for _, perm := range strings.Fields(fencelock.SentinelACLRule) {
+	for _, perm := range strings.Fields(srule) {
 		t.Run(perm, func(t *testing.T) {
 			user := "without-" + perm
-			setUser(t, user, without(t, fencelock.SentinelACLRule, perm), g.Sentinels...)
+			setUser(t, user, without(t, srule, perm), g.Sentinels...)
 			resetACLLog(t, g.Sentinels...)
+			if !goRedisTransport() && (perm == "+sentinel|get-master-addr-by-name" || perm == "+sentinel|sentinels") {
+				// rueidis asks both when the client is made.
+				if _, close, err := dialConn(t, dial(user)); err == nil {
+					close()
+					t.Errorf("making the client without %s: error = nil, want NOPERM", perm)
+				} else if !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), perm[1:]) {
+					t.Errorf("making the client without %s: error = %v, want NOPERM naming it", perm, err)
+				}
+				waitDenial(t, perm, g.Sentinels...)
+				return
+			}
 			c := newClient(t, dial(user), nil)
 			l, err := c.TryAcquire(ctx, "sentinel-"+strings.Trim(perm, "+&|"))
 			if perm == "+sentinel|get-master-addr-by-name" {
 				// Without it the client cannot find the master at all.
 				assertRefusedBy(t, err, perm)
 			} else if err != nil {
-				t.Errorf("TryAcquire error = %v, want nil: go-redis needs %s only to follow failovers at once", err, perm)
+				t.Errorf("TryAcquire error = %v, want nil: %s needs %s only to follow failovers at once", err, transportName, perm)
 			} else if err := l.Release(ctx); err != nil {
 				t.Errorf("Release error = %v, want nil", err)
 			}

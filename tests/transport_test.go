@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -69,13 +70,24 @@ func newQuorum(tb testing.TB, nodes []redis.UniversalClient, opts *fencelock.Opt
 func sentinelClient(tb testing.TB, g *redistest.SentinelGroup, opts *redis.FailoverOptions) *redis.Client {
 	tb.Helper()
 	rdb := g.Client(tb, opts)
-	sentinels.Store(rdb, g.SentinelAddrs())
+	of := sentinelsOf{addrs: g.SentinelAddrs()}
+	if opts != nil {
+		of.user, of.password = opts.SentinelUsername, opts.SentinelPassword
+	}
+	sentinels.Store(rdb, of)
 	tb.Cleanup(func() { sentinels.Delete(rdb) })
 	return rdb
 }
 
+// sentinelsOf are the sentinels of a sentinelClient, and the user it
+// logs in to them as.
+type sentinelsOf struct {
+	addrs          []string
+	user, password string // FailoverOptions.SentinelUsername, SentinelPassword
+}
+
 var (
-	sentinels sync.Map // *redis.Client of sentinelClient → its sentinels' addresses
+	sentinels sync.Map // *redis.Client of sentinelClient → its sentinelsOf
 	conns     sync.Map // go-redis client → its transport.Conn on the chosen library
 )
 
@@ -87,26 +99,9 @@ func conn(tb testing.TB, rdb redis.UniversalClient) transport.Conn {
 	if c, ok := conns.Load(rdb); ok {
 		return c.(transport.Conn)
 	}
-	o := rueidisOptions(tb, rdb)
-	var (
-		c     transport.Conn
-		close func()
-	)
-	switch transportName {
-	case "rueidis":
-		rc, err := rueidis.NewClient(o)
-		if err != nil {
-			tb.Skipf("on FENCELOCK_TRANSPORT=rueidis: rueidis.NewClient: %v (rueidis connects when the client is made, go-redis at the first request)", err)
-		}
-		c, close = rueidisconn.Conn(rc), rc.Close
-	case "valkey":
-		vc, err := valkey.NewClient(valkeyOptions(o))
-		if err != nil {
-			tb.Skipf("on FENCELOCK_TRANSPORT=valkey: valkey.NewClient: %v (valkey-go connects when the client is made, go-redis at the first request)", err)
-		}
-		c, close = valkeyconn.Conn(vc), vc.Close
-	default:
-		tb.Fatalf("FENCELOCK_TRANSPORT=%s: want go-redis, rueidis or valkey", transportName)
+	c, close, err := dialConn(tb, rdb)
+	if err != nil {
+		tb.Skipf("on FENCELOCK_TRANSPORT=%s: %v (it connects when the client is made, go-redis at the first request)", transportName, err)
 	}
 	conns.Store(rdb, c)
 	tb.Cleanup(func() {
@@ -114,6 +109,30 @@ func conn(tb testing.TB, rdb redis.UniversalClient) transport.Conn {
 		close()
 	})
 	return c
+}
+
+// dialConn makes a client of the chosen library for rdb's deployment,
+// and returns its transport and its Close, or the error of making it:
+// rueidis and valkey-go connect when the client is made.
+func dialConn(tb testing.TB, rdb redis.UniversalClient) (transport.Conn, func(), error) {
+	tb.Helper()
+	o := rueidisOptions(tb, rdb)
+	switch transportName {
+	case "rueidis":
+		rc, err := rueidis.NewClient(o)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rueidis.NewClient: %w", err)
+		}
+		return rueidisconn.Conn(rc), rc.Close, nil
+	case "valkey":
+		vc, err := valkey.NewClient(valkeyOptions(o))
+		if err != nil {
+			return nil, nil, fmt.Errorf("valkey.NewClient: %w", err)
+		}
+		return valkeyconn.Conn(vc), vc.Close, nil
+	}
+	tb.Fatalf("FENCELOCK_TRANSPORT=%s: want go-redis, rueidis or valkey", transportName)
+	return nil, nil, nil
 }
 
 // rueidisOptions describes rdb's deployment to rueidis: its address, or
@@ -130,9 +149,10 @@ func rueidisOptions(tb testing.TB, rdb redis.UniversalClient) rueidis.ClientOpti
 		if ro.DisableIdentity { // no CLIENT SETINFO, which an ACL user may lack
 			o.ClientSetInfo = rueidis.DisableClientSetInfo
 		}
-		if addrs, ok := sentinels.Load(r); ok {
-			o.InitAddress = addrs.([]string)
-			o.Sentinel = rueidis.SentinelOption{MasterSet: redistest.MasterName, TLSConfig: ro.TLSConfig}
+		if v, ok := sentinels.Load(r); ok {
+			of := v.(sentinelsOf)
+			o.InitAddress = of.addrs
+			o.Sentinel = rueidis.SentinelOption{MasterSet: redistest.MasterName, TLSConfig: ro.TLSConfig, Username: of.user, Password: of.password}
 		} else {
 			// A standalone server, as the go-redis client says: rueidis
 			// would otherwise send CLUSTER SLOTS first to find out, which
@@ -167,6 +187,7 @@ func valkeyOptions(o rueidis.ClientOption) valkey.ClientOption {
 		TLSConfig: o.TLSConfig, SelectDB: o.SelectDB, AlwaysRESP2: o.AlwaysRESP2,
 		Dialer: o.Dialer, DisableCache: o.DisableCache, ForceSingleClient: o.ForceSingleClient,
 		ClientSetInfo: o.ClientSetInfo, PipelineMultiplex: o.PipelineMultiplex,
-		Sentinel: valkey.SentinelOption{MasterSet: o.Sentinel.MasterSet, TLSConfig: o.Sentinel.TLSConfig},
+		Sentinel: valkey.SentinelOption{MasterSet: o.Sentinel.MasterSet, TLSConfig: o.Sentinel.TLSConfig,
+			Username: o.Sentinel.Username, Password: o.Sentinel.Password},
 	}
 }
