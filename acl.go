@@ -80,9 +80,9 @@ const aclElection = "+type +hget +hmget +hset +pexpireat +pexpiretime +xadd +xra
 // the prefix's channels, CLIENT TRACKING and GET, which watch a lease's
 // lock (Lease.Context), and what go-redis sends on its own (PING on an
 // idle subscription, which the watch sends too; on Cluster, CLUSTER
-// SLOTS and COMMAND). The rules
-// are tested against every server of the test matrix, and docs/topologies.md
-// states them.
+// SLOTS and COMMAND), or with Rueidis what rueidis and valkey-go send.
+// The rules are tested against every server of the test matrix, on each
+// transport, and docs/topologies.md states them.
 //
 // The rule covers locks: acquire, wait, renew, release; with Elections,
 // elections too. CLIENT SETINFO, which go-redis sends on each new connection and
