@@ -302,6 +302,18 @@ func ExampleACLRule() {
 	// ACL SETUSER jobs reset on >PASSWORD ~jobs:* &jobs:* +evalsha +eval +get +set +pttl +time +pexpire +client|tracking +delex +spublish +ssubscribe +ping +command +cluster|slots
 }
 
+func ExampleACLRule_rueidisSentinel() {
+	// The rules for Clients over rueidis or valkey-go (rueidisconn,
+	// valkeyconn) through Sentinel, on Valkey 9 servers: the data
+	// servers' user, and the sentinels' user of the client's
+	// SentinelOption.
+	fmt.Println("ACL SETUSER locks reset on >PASSWORD", fencelock.ACLRule(&fencelock.ACLOptions{Valkey9: true, Sentinel: true, Rueidis: true}))
+	fmt.Println("ACL SETUSER sentinel-user reset on >PASSWORD", fencelock.RueidisSentinelACLRule)
+	// Output:
+	// ACL SETUSER locks reset on >PASSWORD ~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +client|tracking +delifeq +publish +subscribe +unsubscribe +ping +command|info +role +discard +punsubscribe +sunsubscribe
+	// ACL SETUSER sentinel-user reset on >PASSWORD &+sentinel &+slave &-sdown &+sdown &+switch-master &+reboot +sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe +unsubscribe +ping
+}
+
 func ExampleJoinHooks() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: redisAddr})
