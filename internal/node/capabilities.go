@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -76,14 +75,6 @@ func (cs *capabilities) get(ctx context.Context, addr string, m transport.Conn) 
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	c.detecting = false
-	var rerr redis.Error
-	if err != nil && !errors.As(err, &rerr) {
-		// No server answered (a connection refused mid failover, the
-		// caller's context ended): the next call detects again, rather
-		// than take the Lua path for a minute, which a user with a native
-		// path's ACL rule may not run.
-		return c.nat
-	}
 	c.until = time.Now().Add(redetect)
 	if err != nil || len(reply) != 3 {
 		// The Lua scripts serve until the next detection: a user without

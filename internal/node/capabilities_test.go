@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"sync"
 	"testing"
 
@@ -39,24 +38,5 @@ func TestCapabilities_perNode(t *testing.T) {
 	cs.refused(without.Addr())
 	if nat := cs.get(ctx, with.Addr(), a); nat != before {
 		t.Errorf("after a refusal on the other node: natives %+v, want %+v as before", nat, before)
-	}
-}
-
-// A detection that reached no server (here its context had ended; a
-// connection refused mid failover is the same) is not kept: the next call
-// detects again, rather than taking the Lua path for a minute, which a
-// user with a native path's ACL rule may not run.
-func TestCapabilities_failedDetectionNotKept(t *testing.T) {
-	t.Parallel()
-	s := redistest.New(t)
-	c := transport.GoRedis(s.Client(t))
-	var cs capabilities
-	ended, cancel := context.WithCancel(t.Context())
-	cancel()
-	if nat := cs.get(ended, s.Addr(), c); nat.spublish {
-		t.Fatalf("detection with an ended context: natives %+v, want none", nat)
-	}
-	if nat := cs.get(t.Context(), s.Addr(), c); !nat.spublish {
-		t.Errorf("the next detection: natives %+v, want spublish: the failed one was kept", nat)
 	}
 }
