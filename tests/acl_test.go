@@ -733,6 +733,17 @@ func TestACL_sentinel(t *testing.T) {
 	}
 
 	c := newClient(t, dial("sentinel-user"), &fencelock.Options{TTL: 3 * time.Second, RetryInterval: 100 * time.Millisecond})
+	// A lock taken and released before the failover: the Client knows the
+	// master's native commands then. A detection that fails mid failover
+	// (an attempt whose reply rueidis lost, undone on the dead master) is
+	// kept for a minute, and releases take the Lua path meanwhile, whose
+	// DEL the native paths' rules refuse: a known gap, not what this test
+	// checks (whether the client follows the failover as this user).
+	if l, err := c.TryAcquire(ctx, "before-failover"); err != nil {
+		t.Fatalf("TryAcquire before the failover: %v", err)
+	} else if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release before the failover: %v", err)
+	}
 	old := g.Master(t)
 	resetACLLog(t, all...)
 	old.Kill(t)
