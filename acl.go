@@ -121,10 +121,10 @@ func ACLRule(o *ACLOptions) string {
 	if opts.MinReplicas {
 		rule = append(rule, "+wait")
 	}
-	if opts.Rueidis && opts.Sentinel {
-		rule = append(rule, "+role")
-	}
 	if opts.Rueidis {
+		if opts.Sentinel {
+			rule = append(rule, "+role")
+		}
 		for _, p := range strings.Fields(aclRueidis) {
 			if !slices.Contains(rule, p) {
 				rule = append(rule, p)
