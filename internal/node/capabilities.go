@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -33,6 +34,14 @@ func (n natives) setIFEQ() bool { return n.delex || n.delifeq }
 // COMMAND INFO: servers are upgraded, and ACLs change, while clients run.
 const redetect = time.Minute
 
+// unanswered is how long a detection that no server answered (a master
+// down mid failover, a caller's context ended) stands: the natives known
+// before it serve, and the next call asks again soon after.
+const unanswered = 250 * time.Millisecond
+
+// detectTimeout bounds a detection in the background.
+const detectTimeout = 10 * time.Second
+
 // capabilities caches the natives of each master, by address ("" for the
 // one master of a standalone or Sentinel client).
 type capabilities struct {
@@ -43,13 +52,18 @@ type capabilities struct {
 type capability struct {
 	nat       natives
 	until     time.Time // detect again after this
+	detected  bool      // a detection has ended: the next ones run in the background
 	detecting bool      // a COMMAND INFO is in flight
 }
 
-// get returns the natives of the master at addr, reached through m. While
-// they are unknown, and while one caller detects them, the others get none
-// and use the Lua scripts, which every server runs: the detection's round
-// trip holds up nobody but its caller.
+// get returns the natives of the master at addr, reached through m. The
+// first caller detects them; while they are unknown, and while one caller
+// detects them, the others get none and use the Lua scripts, which every
+// server runs and every ACL rule of ACLRule allows: the detection's round
+// trip holds up nobody but its caller. Later detections run in the
+// background, on a context of their own, while callers use what is known:
+// a master that does not answer (paused, or down mid failover) must not
+// spend a renewal's or a release's deadline on COMMAND INFO.
 func (cs *capabilities) get(ctx context.Context, addr string, m transport.Conn) natives {
 	cs.mu.Lock()
 	c := cs.m[addr]
@@ -60,29 +74,51 @@ func (cs *capabilities) get(ctx context.Context, addr string, m transport.Conn) 
 		c = &capability{}
 		cs.m[addr] = c
 	}
+	nat := c.nat
 	if c.detecting || time.Now().Before(c.until) {
-		nat := c.nat
 		cs.mu.Unlock()
 		return nat
 	}
 	c.detecting = true
+	first := !c.detected
 	cs.mu.Unlock()
 
+	if first {
+		return cs.detect(ctx, c, m)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), detectTimeout)
+		defer cancel()
+		cs.detect(ctx, c, m)
+	}()
+	return nat
+}
+
+// detect asks the master, through m, which natives it has, records them
+// in c, and returns them.
+func (cs *capabilities) detect(ctx context.Context, c *capability, m transport.Conn) natives {
 	cmd := redis.NewSliceCmd(ctx, "COMMAND", "INFO", "DELEX", "DELIFEQ", "SPUBLISH")
 	m.Process(ctx, cmd)
 	reply, err := cmd.Result()
 
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	c.detecting = false
-	c.until = time.Now().Add(redetect)
-	if err != nil || len(reply) != 3 {
-		// The Lua scripts serve until the next detection: a user without
-		// COMMAND would otherwise pay a round trip at every call.
-		return c.nat
+	c.detecting, c.detected = false, true
+	var rerr redis.Error
+	switch {
+	case err == nil && len(reply) == 3:
+		// An unknown command's entry is nil (RESP2 and RESP3 alike).
+		c.nat = natives{delex: reply[0] != nil, delifeq: reply[1] != nil, spublish: reply[2] != nil}
+		c.until = time.Now().Add(redetect)
+	case err != nil && !errors.As(err, &rerr):
+		// No server answered: what was known serves, briefly.
+		c.until = time.Now().Add(unanswered)
+	default:
+		// Refused (a user without COMMAND) or not understood: the Lua
+		// scripts serve until the next detection, rather than a round
+		// trip at every call.
+		c.until = time.Now().Add(redetect)
 	}
-	// An unknown command's entry is nil (RESP2 and RESP3 alike).
-	c.nat = natives{delex: reply[0] != nil, delifeq: reply[1] != nil, spublish: reply[2] != nil}
 	return c.nat
 }
 
