@@ -27,18 +27,22 @@ type ACLOptions struct {
 	MinReplicas bool
 
 	// Cluster says the servers are a Cluster's nodes (Redis >= 7.0 or
-	// Valkey): wake-ups then use sharded pub/sub, and go-redis's cluster
+	// Valkey): wake-ups then use sharded pub/sub (PUBLISH while the
+	// library does not know a master's SPUBLISH), and go-redis's cluster
 	// client reads the slot map and the command table to route commands.
 	// Default: false.
 	Cluster bool
 
 	// Redis84, Valkey9 and OlderServers say which servers the Client
 	// reaches: Redis >= 8.4, Valkey >= 9.0, or others (older Redis or
-	// Valkey). The rule grants each the owner-checked delete it has
-	// (DELEX, DELIFEQ, or DEL inside the Lua scripts), as the library
-	// uses them. A server refuses a rule that names a command it lacks,
-	// so set only what the servers have; set several for a Cluster or a
-	// Sentinel group mid rolling upgrade, which mixes them.
+	// Valkey). The rule grants Redis 8.4 DELEX and Valkey 9 DELIFEQ, the
+	// native release. Every rule grants DEL, which the Lua release
+	// calls: on older servers always, and on the others with LockDelay,
+	// and while the library does not know a master's native commands (a
+	// detection in flight, or unanswered mid failover). A server refuses
+	// a rule that names a command it lacks, so set only what the servers
+	// have; set several for a Cluster or a Sentinel group mid rolling
+	// upgrade, which mixes them.
 	// Default: none set, which means OlderServers.
 	Redis84, Valkey9, OlderServers bool
 
@@ -100,21 +104,20 @@ func ACLRule(o *ACLOptions) string {
 		opts.Prefix = "fencelock:"
 	}
 	p := aclPattern(opts.Prefix)
-	rule := []string{"~" + p, "&" + p, "+evalsha", "+eval", "+get", "+set", "+pttl", "+time", "+pexpire", "+client|tracking"}
-	if opts.OlderServers || !opts.Redis84 && !opts.Valkey9 {
-		rule = append(rule, "+del")
-	}
+	rule := []string{"~" + p, "&" + p, "+evalsha", "+eval", "+get", "+set", "+pttl", "+time", "+pexpire", "+client|tracking", "+del"}
 	if opts.Redis84 {
 		rule = append(rule, "+delex")
 	}
 	if opts.Valkey9 {
 		rule = append(rule, "+delifeq")
 	}
+	// On Cluster, PUBLISH is the Lua release's wake-up while the library
+	// does not know that a master has SPUBLISH.
 	switch {
 	case opts.Cluster && opts.Rueidis:
-		rule = append(rule, "+spublish", "+ssubscribe", "+ping", "+command|info", "+cluster|slots")
+		rule = append(rule, "+spublish", "+publish", "+ssubscribe", "+ping", "+command|info", "+cluster|slots")
 	case opts.Cluster:
-		rule = append(rule, "+spublish", "+ssubscribe", "+ping", "+command", "+cluster|slots")
+		rule = append(rule, "+spublish", "+publish", "+ssubscribe", "+ping", "+command", "+cluster|slots")
 	default:
 		rule = append(rule, "+publish", "+subscribe", "+unsubscribe", "+ping", "+command|info")
 	}
@@ -132,9 +135,6 @@ func ACLRule(o *ACLOptions) string {
 		}
 	}
 	if opts.Elections {
-		if !slices.Contains(rule, "+del") {
-			rule = append(rule, "+del") // a resignation is a script
-		}
 		rule = append(rule, strings.Fields(aclElection)...)
 	}
 	return strings.Join(rule, " ")

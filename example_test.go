@@ -299,7 +299,7 @@ func ExampleACLRule() {
 	// Options.Prefix "jobs:".
 	fmt.Println("ACL SETUSER jobs reset on >PASSWORD", fencelock.ACLRule(&fencelock.ACLOptions{Prefix: "jobs:", Redis84: true, Cluster: true}))
 	// Output:
-	// ACL SETUSER jobs reset on >PASSWORD ~jobs:* &jobs:* +evalsha +eval +get +set +pttl +time +pexpire +client|tracking +delex +spublish +ssubscribe +ping +command +cluster|slots
+	// ACL SETUSER jobs reset on >PASSWORD ~jobs:* &jobs:* +evalsha +eval +get +set +pttl +time +pexpire +client|tracking +del +delex +spublish +publish +ssubscribe +ping +command +cluster|slots
 }
 
 func ExampleACLRule_rueidisSentinel() {
@@ -310,7 +310,7 @@ func ExampleACLRule_rueidisSentinel() {
 	fmt.Println("ACL SETUSER locks reset on >PASSWORD", fencelock.ACLRule(&fencelock.ACLOptions{Valkey9: true, Sentinel: true, Rueidis: true}))
 	fmt.Println("ACL SETUSER sentinel-user reset on >PASSWORD", fencelock.RueidisSentinelACLRule)
 	// Output:
-	// ACL SETUSER locks reset on >PASSWORD ~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +client|tracking +delifeq +publish +subscribe +unsubscribe +ping +command|info +role +discard +punsubscribe +sunsubscribe
+	// ACL SETUSER locks reset on >PASSWORD ~fencelock:* &fencelock:* +evalsha +eval +get +set +pttl +time +pexpire +client|tracking +del +delifeq +publish +subscribe +unsubscribe +ping +command|info +role +discard +punsubscribe +sunsubscribe
 	// ACL SETUSER sentinel-user reset on >PASSWORD &+sentinel &+slave &-sdown &+sdown &+switch-master &+reboot +sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe +unsubscribe +ping
 }
 
