@@ -58,8 +58,10 @@ type ACLOptions struct {
 	// dedicated connection they take back (a lease's watch; on a Cluster,
 	// MinReplicas' WAIT) with UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE and
 	// DISCARD, which the rule then grants. On a Cluster they route by
-	// their own slot map, so the library's COMMAND INFO is all the rule
-	// grants of COMMAND; through Sentinel, see Sentinel. What else they
+	// their own slot map, which they read with CLUSTER SHARDS from
+	// servers of version 8 on and CLUSTER SLOTS before (the rule grants
+	// both), so the library's COMMAND INFO is all the rule grants of
+	// COMMAND; through Sentinel, see Sentinel. What else they
 	// send on connecting (CLUSTER SLOTS to a standalone server, CLIENT
 	// SETINFO) their options spare (docs/topologies.md).
 	// Default: false (go-redis).
@@ -115,7 +117,7 @@ func ACLRule(o *ACLOptions) string {
 	// does not know that a master has SPUBLISH.
 	switch {
 	case opts.Cluster && opts.Rueidis:
-		rule = append(rule, "+spublish", "+publish", "+ssubscribe", "+ping", "+command|info", "+cluster|slots")
+		rule = append(rule, "+spublish", "+publish", "+ssubscribe", "+ping", "+command|info", "+cluster|slots", "+cluster|shards")
 	case opts.Cluster:
 		rule = append(rule, "+spublish", "+publish", "+ssubscribe", "+ping", "+command", "+cluster|slots")
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -264,6 +265,19 @@ func names(d aclDenial, perm string) bool {
 	return false
 }
 
+// asUser returns rdb, a client that logs in as a user with a whole rule,
+// once the transport the tests run on has made its own client for it:
+// rueidis and valkey-go connect when their client is made, and a rule
+// that does not let them must fail the test, not skip it as newClient
+// does.
+func asUser(t *testing.T, rdb redis.UniversalClient) redis.UniversalClient {
+	t.Helper()
+	if !goRedisTransport() {
+		mustConn(t, rdb)
+	}
+	return rdb
+}
+
 // userClient returns a go-redis client for s that logs in as user.
 // Identity (CLIENT SETINFO, which go-redis sends on each connection and
 // whose refusal it ignores) is off, so that ACL LOG holds only what the
@@ -292,8 +306,8 @@ func TestACL_standalone(t *testing.T) {
 	redistest.WaitReplicasInSync(t, m, 1)
 	resetStats(t, m)
 
-	lifeCycle(t, func() redis.UniversalClient { return userClient(t, m, "fencelock") }, fencelock.Options{}, 1)
-	watchedLoss(t, newClient(t, userClient(t, m, "fencelock"), nil), admin, "watched", m)
+	lifeCycle(t, func() redis.UniversalClient { return asUser(t, userClient(t, m, "fencelock")) }, fencelock.Options{}, 1)
+	watchedLoss(t, newClient(t, asUser(t, userClient(t, m, "fencelock")), nil), admin, "watched", m)
 	assertNoDenials(t, m, r)
 	assertPath(t, serverPath(t, admin), m)
 }
@@ -309,7 +323,7 @@ func TestACL_lockDelay(t *testing.T) {
 	s := redistest.New(t)
 	admin := s.Client(t)
 	setUser(t, "fencelock", aclRuleFor(t, admin, false, ""), s)
-	lifeCycle(t, func() redis.UniversalClient { return userClient(t, s, "fencelock") }, fencelock.Options{LockDelay: time.Second}, 0)
+	lifeCycle(t, func() redis.UniversalClient { return asUser(t, userClient(t, s, "fencelock")) }, fencelock.Options{LockDelay: time.Second}, 0)
 	assertNoDenials(t, s)
 }
 
@@ -353,7 +367,7 @@ func TestACL_luaRuleOnEveryServer(t *testing.T) {
 	setUser(t, "fencelock", aclRule("lua", false, "", false), s)
 	resetStats(t, s)
 
-	lifeCycle(t, func() redis.UniversalClient { return userClient(t, s, "fencelock") }, fencelock.Options{}, 0)
+	lifeCycle(t, func() redis.UniversalClient { return asUser(t, userClient(t, s, "fencelock")) }, fencelock.Options{}, 0)
 	for _, d := range aclDenials(t, s) {
 		if d.reason != "command" || d.object != path {
 			t.Errorf("ACL LOG: %v; want no denial but of %s", d, path)
@@ -394,6 +408,7 @@ type aclEnv struct {
 	admin   redis.UniversalClient
 	path    string // "lua", "delex" or "delifeq"
 	cluster bool
+	slotMap string // on Cluster, how rueidis reads the slot map: +cluster|shards or +cluster|slots
 	dial    func(t *testing.T, user string) redis.UniversalClient
 }
 
@@ -413,6 +428,26 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 	}
 	setUser(t, user, r, env.servers...)
 	resetACLLog(t, env.servers...)
+	if strings.HasPrefix(perm, "+cluster|") && !goRedisTransport() {
+		// rueidis reads the slot map when the client is made, with the
+		// subcommand of env.slotMap; the other it does not send here.
+		if perm != env.slotMap {
+			c := newClient(t, env.dial(t, user), nil)
+			if err := mustAcquire(t, c, "lock-"+strings.Trim(perm, "+|")).Release(ctx); err != nil {
+				t.Errorf("Release error = %v, want nil: %s reads the slot map with %s here", err, transportName, env.slotMap)
+			}
+			assertNoDenials(t, env.servers...)
+			return
+		}
+		if _, close, err := dialConn(t, env.dial(t, user)); err == nil {
+			close()
+			t.Errorf("making the client without %s: error = nil, want NOPERM", perm)
+		} else if !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), perm[1:]) {
+			t.Errorf("making the client without %s: error = %v, want NOPERM naming it", perm, err)
+		}
+		waitDenial(t, perm, env.servers...)
+		return
+	}
 	if err := env.admin.ScriptFlush(ctx).Err(); err != nil { // EVAL must be needed
 		t.Fatal(err)
 	}
@@ -685,7 +720,7 @@ func TestACL_keyPatternExcludesPrefix(t *testing.T) {
 		}
 	}
 
-	lifeCycle(t, func() redis.UniversalClient { return userClient(t, s, "other") }, fencelock.Options{Prefix: "other:"}, 0)
+	lifeCycle(t, func() redis.UniversalClient { return asUser(t, userClient(t, s, "other")) }, fencelock.Options{Prefix: "other:"}, 0)
 }
 
 // Through Sentinel, with the data servers' rule for the fencelock user
@@ -716,7 +751,7 @@ func TestACL_sentinel(t *testing.T) {
 	ctx := t.Context()
 	all := append(slices.Clone(g.Servers), g.Sentinels...)
 
-	lifeCycle(t, func() redis.UniversalClient { return dial("sentinel-user") }, fencelock.Options{}, 2)
+	lifeCycle(t, func() redis.UniversalClient { return asUser(t, dial("sentinel-user")) }, fencelock.Options{}, 2)
 	assertNoDenials(t, all...)
 
 	for _, perm := range strings.Fields(srule) {
@@ -749,7 +784,7 @@ func TestACL_sentinel(t *testing.T) {
 		})
 	}
 
-	c := newClient(t, dial("sentinel-user"), &fencelock.Options{TTL: 3 * time.Second, RetryInterval: 100 * time.Millisecond})
+	c := newClient(t, asUser(t, dial("sentinel-user")), &fencelock.Options{TTL: 3 * time.Second, RetryInterval: 100 * time.Millisecond})
 	old := g.Master(t)
 	resetACLLog(t, all...)
 	old.Kill(t)
@@ -780,18 +815,46 @@ func TestACL_cluster(t *testing.T) {
 	}
 	resetStats(t, cl.Servers...)
 
-	lifeCycle(t, func() redis.UniversalClient { return dial(t, "fencelock") }, fencelock.Options{}, 1)
-	watchedLoss(t, newClient(t, dial(t, "fencelock"), nil), cl.Client(t, nil), "watched", cl.Servers...)
+	lifeCycle(t, func() redis.UniversalClient { return asUser(t, dial(t, "fencelock")) }, fencelock.Options{}, 1)
+	watchedLoss(t, newClient(t, asUser(t, dial(t, "fencelock")), nil), cl.Client(t, nil), "watched", cl.Servers...)
 	assertNoDenials(t, cl.Servers...)
 	path := serverPath(t, admin)
 	assertPath(t, path, cl.Servers...)
 
-	env := aclEnv{servers: cl.Servers, admin: cl.Client(t, nil), path: path, cluster: true, dial: dial}
+	env := aclEnv{servers: cl.Servers, admin: cl.Client(t, nil), path: path, cluster: true, slotMap: rueidisSlotMap(t, admin), dial: dial}
 	for _, perm := range strings.Fields(rule) {
 		if perm != "+"+path {
 			t.Run(perm, func(t *testing.T) { env.missing(t, rule, perm) })
 		}
 	}
+}
+
+// rueidisSlotMap returns the permission with which rueidis and valkey-go
+// read the slot map of the Cluster admin is a node of: CLUSTER SHARDS
+// from servers of version 8 on, CLUSTER SLOTS before.
+func rueidisSlotMap(t *testing.T, admin *redis.Client) string {
+	t.Helper()
+	info, err := admin.Info(t.Context(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	version := fields["redis_version"]
+	if v, ok := fields["valkey_version"]; ok { // Valkey reports both; its own is what rueidis reads
+		version = v
+	}
+	major, _, _ := strings.Cut(version, ".")
+	if n, err := strconv.Atoi(major); err != nil {
+		t.Fatalf("INFO server: version %q: %v", version, err)
+	} else if n >= 8 {
+		return "+cluster|shards"
+	}
+	return "+cluster|slots"
 }
 
 // The rule's key and channel patterns cover exactly the prefix, with the
@@ -819,7 +882,7 @@ func TestACLRule_prefixEscaped(t *testing.T) {
 			t.Errorf("GET %s as the user of prefix %s: %q; want allowed %v", key, prefix, reply, allowed)
 		}
 	}
-	lifeCycle(t, func() redis.UniversalClient { return userClient(t, s, "escaped") }, fencelock.Options{Prefix: prefix}, 0)
+	lifeCycle(t, func() redis.UniversalClient { return asUser(t, userClient(t, s, "escaped")) }, fencelock.Options{Prefix: prefix}, 0)
 }
 
 // electionLifeCycle campaigns, renews, proclaims, observes, hands over to

@@ -96,12 +96,24 @@ var (
 // share its pool, closed at tb's cleanup.
 func conn(tb testing.TB, rdb redis.UniversalClient) transport.Conn {
 	tb.Helper()
+	return connOr(tb, rdb, tb.Skipf)
+}
+
+// mustConn is conn for a test in which the client must be made: one that
+// fails the test, not skips it, if it cannot be.
+func mustConn(tb testing.TB, rdb redis.UniversalClient) transport.Conn {
+	tb.Helper()
+	return connOr(tb, rdb, tb.Fatalf)
+}
+
+func connOr(tb testing.TB, rdb redis.UniversalClient, end func(format string, args ...any)) transport.Conn {
+	tb.Helper()
 	if c, ok := conns.Load(rdb); ok {
 		return c.(transport.Conn)
 	}
 	c, close, err := dialConn(tb, rdb)
 	if err != nil {
-		tb.Skipf("on FENCELOCK_TRANSPORT=%s: %v (it connects when the client is made, go-redis at the first request)", transportName, err)
+		end("on FENCELOCK_TRANSPORT=%s: %v (it connects when the client is made, go-redis at the first request)", transportName, err)
 	}
 	conns.Store(rdb, c)
 	tb.Cleanup(func() {
