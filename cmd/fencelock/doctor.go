@@ -28,7 +28,8 @@ Permissions are checked with ACL DRYRUN (Redis >= 7.0, Valkey): every
 command the library sends to each server (the Lua scripts and the
 commands they call, or DELEX/DELIFEQ, SET and PEXPIRE; PUBLISH and
 SUBSCRIBE, or their sharded forms on a Cluster; WAIT with
---min-replicas) for the user doctor connects as, or the user that
+--min-replicas; with --rueidis, what rueidis and valkey-go send too) for
+the user doctor connects as, or the user that
 --acl-user names. A missing permission is critical, with the ACL SETUSER
 that grants it; a user that may do far more than locks need (+@all, ~*,
 &*) is warned of. A least-privilege user may not run ACL DRYRUN itself:
@@ -96,6 +97,7 @@ type doctoring struct {
 	target      *redisTarget
 	aclUser     string // the ACL user whose permissions are checked
 	minReplicas int
+	rueidis     bool // the clients run over rueidis or valkey-go
 }
 
 func (c *cli) doctor(ctx context.Context, args []string) int {
@@ -111,6 +113,7 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 	cmd.fs.StringVar(&d.aclUser, "acl-user", "", "check the permissions of the ACL user `name` (default: the user doctor connects as)")
 	cmd.fromEnv("acl-user", "FENCELOCK_ACL_USER")
 	cmd.fs.IntVar(&d.minReplicas, "min-replicas", 0, "audit for clients with fencelock.Options.MinReplicas `n`: WAIT permitted, n replicas connected")
+	cmd.fs.BoolVar(&d.rueidis, "rueidis", false, "audit for clients over rueidis or valkey-go (transport/rueidisconn, transport/valkeyconn): the ACL rule grants what they send")
 	var res doctorS3 // --resource: a fenced store instead of Redis (doctor_s3.go)
 	res.add(cmd)
 	pos, _, dashes, err := cmd.parse(args)
@@ -133,7 +136,7 @@ func (c *cli) doctor(ctx context.Context, args []string) int {
 		d.aclUser = d.target.username()
 	}
 	rep := &doctorReport{Redis: redactedURL(cn.url)}
-	rep.paths = fencelock.ACLOptions{Prefix: cn.prefix, MinReplicas: d.minReplicas > 0}
+	rep.paths = fencelock.ACLOptions{Prefix: cn.prefix, MinReplicas: d.minReplicas > 0, Rueidis: d.rueidis, Sentinel: d.target.failover != nil}
 	var reachable bool
 	switch t := d.target; {
 	case t.cluster != nil:

@@ -58,6 +58,16 @@ func aclProbe(perm, key, channel string) []any {
 		return []any{"CLUSTER", "SLOTS"}
 	case "+wait":
 		return []any{"WAIT", 0, 0}
+	case "+cluster|shards":
+		return []any{"CLUSTER", "SHARDS"}
+	case "+role":
+		return []any{"ROLE"}
+	case "+discard":
+		return []any{"DISCARD"}
+	case "+punsubscribe":
+		return []any{"PUNSUBSCRIBE"}
+	case "+sunsubscribe":
+		return []any{"SUNSUBSCRIBE"}
 	}
 	return nil
 }

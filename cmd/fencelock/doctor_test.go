@@ -320,6 +320,34 @@ func TestDoctor_acl(t *testing.T) {
 	_, _, fs = doctorRun(t, nil, "--redis", url, "--acl-user", "locks", "--min-replicas", "1")
 	wantFinding(t, fs, "acl", sevCritical, "lacks +wait")
 	wantFinding(t, fs, "replication", sevCritical, "--min-replicas 1")
+
+	// With --rueidis, what rueidis and valkey-go send too, which the
+	// go-redis rule lacks; its fix works.
+	_, _, fs = doctorRun(t, nil, "--redis", url, "--acl-user", "locks", "--rueidis")
+	f := fs["acl"]
+	if want := "lacks +discard +punsubscribe +sunsubscribe"; f.Severity != sevCritical || !strings.Contains(f.Message, want) {
+		t.Fatalf("acl finding with --rueidis = %+v, want critical: %s", f, want)
+	}
+	grant(t, f.Fix, s)
+	_, _, fs = doctorRun(t, nil, "--redis", url, "--acl-user", "locks", "--rueidis")
+	wantFinding(t, fs, "acl", sevOK, "may send all")
+}
+
+// Every command permission of every rule that doctor checks has a probe:
+// one without would go unchecked.
+func TestACLProbe_everyCommand(t *testing.T) {
+	t.Parallel()
+	for i := range 1 << 6 {
+		o := fencelock.ACLOptions{
+			Cluster: i&1 != 0, Rueidis: i&2 != 0, Sentinel: i&4 != 0, MinReplicas: i&8 != 0,
+			Redis84: i&16 != 0, Valkey9: i&32 != 0,
+		}
+		for _, perm := range strings.Fields(fencelock.ACLRule(&o)) {
+			if perm[0] == '+' && aclProbe(perm, "fencelock:{k}", "fencelock:{k}:released") == nil {
+				t.Errorf("no probe for %s, of the rule for %+v", perm, o)
+			}
+		}
+	}
 }
 
 // A user with exactly the library's rule runs every fencelock command

@@ -285,7 +285,7 @@ func TestHelp(t *testing.T) {
 		{"renew", []string{"--ttl", "124", "FENCELOCK_LEASE_TTL"}, []string{"75 ", "126", "--wait"}},
 		{"release", []string{"124", "--timeout"}, []string{"--ttl", "75 ", "126", "--wait"}},
 		{"status", []string{"--json", "--permits n", "125"}, []string{"--ttl", "124", "75 "}},
-		{"doctor", []string{"--json", "--ttl", "  1 ", "--acl-user", "--min-replicas", "ACL DRYRUN", "--cacert"}, []string{"124", "75 "}},
+		{"doctor", []string{"--json", "--ttl", "  1 ", "--acl-user", "--min-replicas", "--rueidis", "ACL DRYRUN", "--cacert"}, []string{"124", "75 "}},
 		{"elect", []string{"-n, --no-wait", "--value", "--loop", "--loop-delay", "--wait", "--grace", "--foreground", "FENCELOCK_TERM", "124", "126", "127", "--tls", "--cacert", "--cert", "--key", "--sni", "--insecure"}, []string{"--json", "doctor found", "--permits"}},
 		{"leader", []string{"--watch", "--json", "  1    nobody leads", "125"}, []string{"--ttl", "124", "75 ", "--grace"}},
 		{"demo", []string{"--ttl"}, []string{"124", "--timeout"}},
