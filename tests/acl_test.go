@@ -265,11 +265,11 @@ func names(d aclDenial, perm string) bool {
 	return false
 }
 
-// asUser returns rdb, a client that logs in as a user with a whole rule,
-// once the transport the tests run on has made its own client for it:
-// rueidis and valkey-go connect when their client is made, and a rule
-// that does not let them must fail the test, not skip it as newClient
-// does.
+// asUser returns rdb, a client that logs in as a user, once the transport
+// the tests run on has made its own client for it: rueidis and valkey-go
+// connect when their client is made, and a rule that does not let them
+// (where a test does not expect it: assertNotMade) must fail the test,
+// not skip it as newClient does.
 func asUser(t *testing.T, rdb redis.UniversalClient) redis.UniversalClient {
 	t.Helper()
 	if !goRedisTransport() {
@@ -439,12 +439,7 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 			assertNoDenials(t, env.servers...)
 			return
 		}
-		if _, close, err := dialConn(t, env.dial(t, user)); err == nil {
-			close()
-			t.Errorf("making the client without %s: error = nil, want NOPERM", perm)
-		} else if !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), perm[1:]) {
-			t.Errorf("making the client without %s: error = %v, want NOPERM naming it", perm, err)
-		}
+		assertNotMade(t, env.dial(t, user), perm)
 		waitDenial(t, perm, env.servers...)
 		return
 	}
@@ -452,7 +447,7 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 		t.Fatal(err)
 	}
 	full := newClient(t, env.admin, &fencelock.Options{TTL: time.Minute})
-	c := newClient(t, env.dial(t, user), &fencelock.Options{TTL: time.Minute, RetryInterval: time.Minute, RenewInterval: -1})
+	c := newClient(t, asUser(t, env.dial(t, user)), &fencelock.Options{TTL: time.Minute, RetryInterval: time.Minute, RenewInterval: -1})
 	lock := "lock-" + strings.Trim(perm, "+~&*:|")
 	key := "fencelock:{" + lock + "}"
 
@@ -583,6 +578,20 @@ func assertRefusedBy(t *testing.T, err error, perm string) {
 		return
 	case perm[0] == '+' && !strings.Contains(msg, "'"+perm[1:]+"'"):
 		t.Errorf("error = %v, want it to name %s", err, perm[1:])
+	}
+}
+
+// assertNotMade checks that the transport the tests run on cannot make
+// its client for rdb, whose user lacks perm: rueidis and valkey-go send
+// some commands when the client is made, and the error is the NOPERM
+// that names perm.
+func assertNotMade(t *testing.T, rdb redis.UniversalClient, perm string) {
+	t.Helper()
+	if _, close, err := dialConn(t, rdb); err == nil {
+		close()
+		t.Errorf("making the client without %s: error = nil, want NOPERM", perm)
+	} else if !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), perm[1:]) {
+		t.Errorf("making the client without %s: error = %v, want NOPERM naming it", perm, err)
 	}
 }
 
@@ -761,16 +770,11 @@ func TestACL_sentinel(t *testing.T) {
 			resetACLLog(t, g.Sentinels...)
 			if !goRedisTransport() && (perm == "+sentinel|get-master-addr-by-name" || perm == "+sentinel|sentinels") {
 				// rueidis asks both when the client is made.
-				if _, close, err := dialConn(t, dial(user)); err == nil {
-					close()
-					t.Errorf("making the client without %s: error = nil, want NOPERM", perm)
-				} else if !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), perm[1:]) {
-					t.Errorf("making the client without %s: error = %v, want NOPERM naming it", perm, err)
-				}
+				assertNotMade(t, dial(user), perm)
 				waitDenial(t, perm, g.Sentinels...)
 				return
 			}
-			c := newClient(t, dial(user), nil)
+			c := newClient(t, asUser(t, dial(user)), nil)
 			l, err := c.TryAcquire(ctx, "sentinel-"+strings.Trim(perm, "+&|"))
 			if perm == "+sentinel|get-master-addr-by-name" {
 				// Without it the client cannot find the master at all.
