@@ -9,6 +9,9 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/redistest"
+	"github.com/fencelock/fencelock/transport"
+	"github.com/fencelock/fencelock/transport/rueidisconn"
+	"github.com/fencelock/fencelock/transport/valkeyconn"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,6 +49,9 @@ func TestOptions_Validate(t *testing.T) {
 		if !errors.Is(err, fencelock.ErrInvalid) {
 			t.Errorf("(%+v).Validate() = %v, want ErrInvalid", opts, err)
 			continue
+		}
+		if !goRedisTransport() {
+			continue // the nil client below is go-redis's
 		}
 		// A nil *redis.Client adds its own error: New's error starts with
 		// the Options'.
@@ -133,19 +139,34 @@ func FuzzCheckName(f *testing.F) {
 
 // New and NewQuorum never panic: a nil client, typed or not, of any kind
 // go-redis has, is reported wrapping ErrInvalid by every call, and nothing
-// is sent.
+// is sent; and so are NewTransport and NewQuorumTransport given the
+// transport of a nil client of the other libraries.
 func TestNew_nilClients(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	live := redistest.New(t).Client(t)
-	for name, c := range map[string]*fencelock.Client{
-		"nil":                    newClient(t, nil, nil),
-		"(*redis.Client)(nil)":   newClient(t, (*redis.Client)(nil), nil),
-		"(*redis.ClusterClient)": newClient(t, (*redis.ClusterClient)(nil), nil),
-		"(*redis.Ring)(nil)":     newClient(t, (*redis.Ring)(nil), nil),
-		"quorum node nil":        newQuorum(t, []redis.UniversalClient{live, (*redis.Client)(nil), live}, nil),
-		"quorum node untyped":    newQuorum(t, []redis.UniversalClient{live, nil, live}, nil),
-	} {
+	var clients map[string]*fencelock.Client
+	if goRedisTransport() {
+		clients = map[string]*fencelock.Client{
+			"nil":                    fencelock.New(nil, nil),
+			"(*redis.Client)(nil)":   fencelock.New((*redis.Client)(nil), nil),
+			"(*redis.ClusterClient)": fencelock.New((*redis.ClusterClient)(nil), nil),
+			"(*redis.Ring)(nil)":     fencelock.New((*redis.Ring)(nil), nil),
+			"quorum node nil":        fencelock.NewQuorum([]redis.UniversalClient{live, (*redis.Client)(nil), live}, nil),
+			"quorum node untyped":    fencelock.NewQuorum([]redis.UniversalClient{live, nil, live}, nil),
+		}
+	} else {
+		nilConn := rueidisconn.Conn(nil)
+		if transportName == "valkey" {
+			nilConn = valkeyconn.Conn(nil)
+		}
+		clients = map[string]*fencelock.Client{
+			"nil":                 fencelock.NewTransport(nilConn, nil),
+			"quorum node nil":     fencelock.NewQuorumTransport([]transport.Conn{conn(t, live), nilConn, conn(t, live)}, nil),
+			"quorum node untyped": fencelock.NewQuorumTransport([]transport.Conn{conn(t, live), nil, conn(t, live)}, nil),
+		}
+	}
+	for name, c := range clients {
 		if l, err := c.TryAcquire(ctx, "nil-client"); !errors.Is(err, fencelock.ErrInvalid) {
 			t.Errorf("%s: TryAcquire = %v, %v; want ErrInvalid", name, l, err)
 		}

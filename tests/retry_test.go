@@ -211,6 +211,7 @@ func retryClient(t *testing.T, m *redistest.Server, h *retriedLoss) *redis.Clien
 // after the caller's warm-up.
 func retrySetup(t *testing.T, tc retryCase, minReplicas int, marker string) (*redistest.Server, *retriedLoss, *redis.Client, func()) {
 	t.Helper()
+	skipOnTransport(t, skipHooked)
 	m := fastSyncMaster(t)
 	if minReplicas > 0 && tc.name != "READONLY" {
 		redistest.Start(t, &redistest.Options{ReplicaOf: m.Addr()})
