@@ -432,7 +432,7 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 		// rueidis reads the slot map when the client is made, with the
 		// subcommand of env.slotMap; the other it does not send here.
 		if perm != env.slotMap {
-			c := newClient(t, env.dial(t, user), nil)
+			c := newClient(t, asUser(t, env.dial(t, user)), nil)
 			if err := mustAcquire(t, c, "lock-"+strings.Trim(perm, "+|")).Release(ctx); err != nil {
 				t.Errorf("Release error = %v, want nil: %s reads the slot map with %s here", err, transportName, env.slotMap)
 			}
@@ -468,7 +468,7 @@ func (env aclEnv) missing(t *testing.T, rule, perm string) {
 	case "+del":
 		// The Lua release, which a Client with LockDelay takes on every
 		// server.
-		delayed := newClient(t, env.dial(t, user), &fencelock.Options{TTL: time.Minute, RenewInterval: -1, LockDelay: time.Second})
+		delayed := newClient(t, asUser(t, env.dial(t, user)), &fencelock.Options{TTL: time.Minute, RenewInterval: -1, LockDelay: time.Second})
 		l := mustAcquire(t, delayed, lock)
 		assertRefusedBy(t, l.Release(ctx), perm)
 		assertHeldBy(t, env.admin, key, l)
@@ -963,13 +963,13 @@ func TestACL_election(t *testing.T) {
 	full := rule(true)
 	setUser(t, "elector", full, s)
 	resetACLLog(t, s)
-	if err := electionLifeCycle(t, t.Context(), "acl-full", func() redis.UniversalClient { return userClient(t, s, "elector") }); err != nil {
+	if err := electionLifeCycle(t, t.Context(), "acl-full", func() redis.UniversalClient { return asUser(t, userClient(t, s, "elector")) }); err != nil {
 		t.Fatalf("election as a user with the rule %q: %v", full, err)
 	}
 	assertNoDenials(t, s)
 
 	setUser(t, "locker", rule(false), s)
-	if err := electionLifeCycle(t, t.Context(), "acl-lock-rule", func() redis.UniversalClient { return userClient(t, s, "locker") }); err == nil {
+	if err := electionLifeCycle(t, t.Context(), "acl-lock-rule", func() redis.UniversalClient { return asUser(t, userClient(t, s, "locker")) }); err == nil {
 		t.Errorf("election as a user with the lock's rule only: no error, want a refusal")
 	}
 	for _, perm := range strings.Fields(full) {
@@ -986,7 +986,7 @@ func TestACL_election(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				electionLifeCycle(t, ctx, "acl-"+perm[1:], func() redis.UniversalClient { return userClient(t, s, user) })
+				electionLifeCycle(t, ctx, "acl-"+perm[1:], func() redis.UniversalClient { return asUser(t, userClient(t, s, user)) })
 			}()
 			waitDenial(t, perm, s)
 			cancel()
