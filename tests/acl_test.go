@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -838,24 +837,7 @@ func TestACL_cluster(t *testing.T) {
 // from servers of version 8 on, CLUSTER SLOTS before.
 func rueidisSlotMap(t *testing.T, admin *redis.Client) string {
 	t.Helper()
-	info, err := admin.Info(t.Context(), "server").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := map[string]string{}
-	for line := range strings.Lines(info) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			fields[k] = v
-		}
-	}
-	version := fields["redis_version"]
-	if v, ok := fields["valkey_version"]; ok { // Valkey reports both; its own is what rueidis reads
-		version = v
-	}
-	major, _, _ := strings.Cut(version, ".")
-	if n, err := strconv.Atoi(major); err != nil {
-		t.Fatalf("INFO server: version %q: %v", version, err)
-	} else if n >= 8 {
+	if serverOf(t, admin).major >= 8 {
 		return "+cluster|shards"
 	}
 	return "+cluster|slots"
