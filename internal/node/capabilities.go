@@ -51,8 +51,7 @@ type capabilities struct {
 
 type capability struct {
 	nat       natives
-	until     time.Time // detect again after this
-	detected  bool      // a detection has ended: the next ones run in the background
+	until     time.Time // detect again after this; zero until the first detection ends
 	detecting bool      // a COMMAND INFO is in flight
 }
 
@@ -80,7 +79,7 @@ func (cs *capabilities) get(ctx context.Context, addr string, m transport.Conn) 
 		return nat
 	}
 	c.detecting = true
-	first := !c.detected
+	first := c.until.IsZero()
 	cs.mu.Unlock()
 
 	if first {
@@ -103,7 +102,7 @@ func (cs *capabilities) detect(ctx context.Context, c *capability, m transport.C
 
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	c.detecting, c.detected = false, true
+	c.detecting = false
 	var rerr redis.Error
 	switch {
 	case err == nil && len(reply) == 3:

@@ -75,7 +75,7 @@ func TestCapabilities_redetectionHoldsUpNobody(t *testing.T) {
 		t.Fatalf("natives %+v, want spublish", want)
 	}
 	cs.mu.Lock()
-	cs.m[s.Addr()].until = time.Time{} // as if a minute had passed
+	cs.m[s.Addr()].until = time.Now().Add(-time.Nanosecond) // as if a minute had passed
 	cs.mu.Unlock()
 	s.Pause(t)
 	defer s.Resume(t)
